@@ -1,0 +1,36 @@
+module github.com/yunikorn-userinfo/userinfo
+
+// go 1.25: the policy/ package is compiled by TinyGo 0.41.1, which accepts
+// Go 1.19-1.26 toolchains; policy-sdk-go v0.13.1 itself requires go 1.25.
+go 1.25.0
+
+require (
+	github.com/evanphx/json-patch/v5 v5.9.11
+	github.com/kubewarden/policy-sdk-go v0.13.1
+	github.com/spf13/cobra v1.10.2
+	github.com/stretchr/testify v1.11.1
+	github.com/tetratelabs/wazero v1.12.0
+	github.com/tidwall/gjson v1.20.0
+	github.com/tidwall/sjson v1.2.5
+	github.com/wapc/wapc-go v0.7.2
+	github.com/wapc/wapc-guest-tinygo v0.3.3
+	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
+	github.com/Workiva/go-datastructures v1.1.5 // indirect
+	github.com/davecgh/go-spew v1.1.1 // indirect
+	github.com/go-openapi/strfmt v0.21.3 // indirect
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/kubewarden/k8s-objects v1.29.0-kw1 // indirect
+	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.0 // indirect
+	github.com/wapc/wapc-go/engines/wazero v0.0.0-20250220020831-a72aedbbe70d
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	golang.org/x/sys v0.44.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
+)
+
+replace github.com/go-openapi/strfmt => github.com/kubewarden/strfmt v0.1.3

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"github.com/tidwall/gjson"
+)
+
+// HTTP-style codes the policy answers with; the API server shows them.
+const (
+	codeMalformed = 400 // the request cannot be evaluated as given
+	codeForbidden = 403 // the identity rules refuse it
+)
+
+// Messages that clients and alerts match on.
+const (
+	msgChangeNotAllowed = "user info annotation change is not allowed"
+	warnRestored        = "annotation " + AnnotationKey + " cannot be removed: its previous value was kept"
+)
+
+// decision is the outcome of one evaluation, plus what the trace logs.
+type decision struct {
+	accepted bool
+	code     int
+	message  string
+	mutated  []byte   // the whole mutated object; nil when unchanged
+	warnings []string // admission warnings shown to the client
+	rule     string   // which rule decided, for the decision trace
+	kind     string
+	op       string
+	user     string
+}
+
+func accept(rule string) decision { return decision{accepted: true, rule: rule} }
+
+func reject(rule string, code int, msg string) decision {
+	return decision{code: code, message: msg, rule: rule}
+}
+
+func rejectInput(err error) decision {
+	return reject("malformed", codeMalformed, err.Error())
+}
+
+// decide applies SPEC §4 to one AdmissionRequest.
+func decide(req gjson.Result, s *Settings) decision {
+	if !isObject(req) {
+		return reject("malformed", codeMalformed, "request: must be an object, got "+typeName(req))
+	}
+	kind, err := parseKind(req)
+	if err != nil {
+		return rejectInput(err)
+	}
+	opv, err := member(req, "request", "operation")
+	if err != nil {
+		return rejectInput(err)
+	}
+	if !opv.Exists() {
+		return rejectInput(malformed("request.operation", "missing"))
+	}
+	if opv.Type != gjson.String {
+		return rejectInput(malformed("request.operation", "must be a string, got "+typeName(opv)))
+	}
+	op := opv.Str
+	d := decideKnown(req, s, kind, op)
+	d.kind, d.op = kind.kind, op
+	return d
+}
+
+func decideKnown(req gjson.Result, s *Settings, kind kindRef, op string) decision {
+	switch op {
+	case "CREATE", "UPDATE":
+	case "DELETE", "CONNECT":
+		return accept("pass-through: operation")
+	default:
+		return rejectInput(malformed("request.operation", "unknown operation "+quote(op)))
+	}
+	path, guarded := metadataPaths[kind]
+	if !guarded {
+		return accept("pass-through: kind")
+	}
+	id, err := parseIdentity(req)
+	if err != nil {
+		return rejectInput(err)
+	}
+	obj, err := objectField(req, "object")
+	if err != nil {
+		return rejectInput(err)
+	}
+	cur, err := locate(obj, "request.object", path)
+	if err != nil {
+		return rejectInput(err)
+	}
+	var d decision
+	if op == "CREATE" {
+		d, err = decideCreate(s, kind, id, cur)
+	} else {
+		d, err = decideUpdate(req, path, cur)
+	}
+	if err != nil {
+		d = rejectInput(err)
+	}
+	d.user = id.user
+	return d
+}
+
+// decideCreate: SPEC §4, CREATE.
+func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decision, error) {
+	value, _, present, err := cur.annotation()
+	if err != nil {
+		return decision{}, err
+	}
+	want := id.annotationValue()
+	if present {
+		switch {
+		case s.BypassAuth:
+			return accept("create: present, bypassAuth"), nil
+		case value == want:
+			return accept("create: present, submitter's own identity"), nil
+		case !allowed(s, id):
+			return reject("create: present, submitter not allowed", codeForbidden, id.notAllowedMessage()), nil
+		}
+		if problem := checkSuppliedValue(value); problem != "" {
+			return reject("create: present, invalid value", codeMalformed,
+				"annotation "+AnnotationKey+" is invalid: "+problem), nil
+		}
+		return accept("create: present, allowed submitter"), nil
+	}
+	if s.BypassAuth {
+		label, ok, err := cur.stringMapEntry("labels", s.UserLabelKey)
+		if err != nil {
+			return decision{}, err
+		}
+		if ok && label.Str != "" {
+			d := accept("create: absent, bypassAuth with legacy label")
+			d.warnings = []string{"label " + s.UserLabelKey + " is deprecated: YuniKorn reads the submitter from the annotation " +
+				AnnotationKey + "; remove the label and let the admission policy record the user"}
+			return d, nil
+		}
+	}
+	if kind == (kindRef{"apps", "ReplicaSet"}) && matchAny(s.SystemUsers, id.user) {
+		// The Deployment controller copies the Deployment's (already
+		// annotated) template; changing it would make the controller
+		// recreate ReplicaSets forever (YUNIKORN-1627).
+		return accept("create: absent, ReplicaSet from a system user"), nil
+	}
+	d := accept("create: absent, inject")
+	d.mutated = cur.withAnnotation(appendJSONString(nil, want))
+	return d, nil
+}
+
+// decideUpdate: SPEC §4, UPDATE. Nobody may change the recorded identity,
+// whatever the settings: the rules hold for allowed submitters and with
+// bypassAuth too.
+func decideUpdate(req gjson.Result, path []string, cur *podMeta) (decision, error) {
+	oldRaw, err := objectField(req, "oldObject")
+	if err != nil {
+		return decision{}, err
+	}
+	old, err := locate(oldRaw, "request.oldObject", path)
+	if err != nil {
+		return decision{}, err
+	}
+	oldValue, oldToken, oldPresent, err := old.annotation()
+	if err != nil {
+		return decision{}, err
+	}
+	newValue, _, newPresent, err := cur.annotation()
+	if err != nil {
+		return decision{}, err
+	}
+	switch {
+	case !oldPresent && !newPresent:
+		return accept("update: absent before and after"), nil
+	case oldPresent && newPresent && oldValue == newValue:
+		return accept("update: unchanged"), nil
+	case oldPresent && !newPresent:
+		// A server-side apply or GitOps re-apply of a manifest that never
+		// had the annotation: keep the old value instead of failing.
+		d := accept("update: removed, restore")
+		d.mutated = cur.withAnnotation([]byte(oldToken))
+		d.warnings = []string{warnRestored}
+		return d, nil
+	}
+	return reject("update: changed", codeForbidden, msgChangeNotAllowed), nil
+}
+
+// allowed reports whether the submitter may supply the annotation (SPEC §3).
+func allowed(s *Settings, id identity) bool {
+	if s.TrustControllers && matchAny(s.SystemUsers, id.user) {
+		return true
+	}
+	if matchAny(s.ExternalUsers, id.user) {
+		return true
+	}
+	for _, g := range id.groups {
+		if matchAny(s.ExternalGroups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseKind reads request.kind. The version is ignored: the JSON layout of
+// every guarded kind is the same in all its versions.
+func parseKind(req gjson.Result) (kindRef, error) {
+	k, err := member(req, "request", "kind")
+	if err != nil {
+		return kindRef{}, err
+	}
+	if !isObject(k) {
+		if !k.Exists() {
+			return kindRef{}, malformed("request.kind", "missing")
+		}
+		return kindRef{}, malformed("request.kind", "must be an object, got "+typeName(k))
+	}
+	group, err := member(k, "request.kind", "group")
+	if err != nil {
+		return kindRef{}, err
+	}
+	if group.Exists() && group.Type != gjson.String {
+		return kindRef{}, malformed("request.kind.group", "must be a string, got "+typeName(group))
+	}
+	kind, err := member(k, "request.kind", "kind")
+	if err != nil {
+		return kindRef{}, err
+	}
+	if kind.Type != gjson.String {
+		if !kind.Exists() {
+			return kindRef{}, malformed("request.kind.kind", "missing")
+		}
+		return kindRef{}, malformed("request.kind.kind", "must be a string, got "+typeName(kind))
+	}
+	return kindRef{group: group.Str, kind: kind.Str}, nil
+}
+
+// objectField returns request.object or request.oldObject, which must be a
+// JSON object.
+func objectField(req gjson.Result, name string) ([]byte, error) {
+	v, err := member(req, "request", name)
+	if err != nil {
+		return nil, err
+	}
+	if !present(v) {
+		return nil, malformed("request."+name, "missing")
+	}
+	if !isObject(v) {
+		return nil, malformed("request."+name, "must be an object, got "+typeName(v))
+	}
+	return []byte(v.Raw), nil
+}

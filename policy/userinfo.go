@@ -1,0 +1,189 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// AnnotationKey is where YuniKorn reads the submitting user and groups.
+const AnnotationKey = "yunikorn.apache.org/user.info"
+
+// identity is the submitter as the API server authenticated it.
+type identity struct {
+	user   string
+	groups []string
+}
+
+// parseIdentity reads request.userInfo. A missing or null userInfo, a
+// username that is not a string or groups that are not an array of strings
+// are malformed: the API server always sends them well-formed, so anything
+// else did not come from it.
+func parseIdentity(req gjson.Result) (identity, error) {
+	var id identity
+	ui, err := member(req, "request", "userInfo")
+	if err != nil {
+		return id, err
+	}
+	if !present(ui) {
+		return id, malformed("request.userInfo", "missing")
+	}
+	if !isObject(ui) {
+		return id, malformed("request.userInfo", "must be an object, got "+typeName(ui))
+	}
+	name, err := member(ui, "request.userInfo", "username")
+	if err != nil {
+		return id, err
+	}
+	if name.Exists() {
+		if name.Type != gjson.String {
+			return id, malformed("request.userInfo.username", "must be a string, got "+typeName(name))
+		}
+		id.user = name.Str
+	}
+	groups, err := member(ui, "request.userInfo", "groups")
+	if err != nil {
+		return id, err
+	}
+	if groups.Exists() {
+		if !groups.IsArray() {
+			return id, malformed("request.userInfo.groups", "must be an array of strings, got "+typeName(groups))
+		}
+		i := 0
+		groups.ForEach(func(_, g gjson.Result) bool {
+			if g.Type != gjson.String {
+				err = malformed("request.userInfo.groups["+strconv.Itoa(i)+"]", "must be a string, got "+typeName(g))
+				return false
+			}
+			id.groups = append(id.groups, g.Str)
+			i++
+			return true
+		})
+		if err != nil {
+			return id, err
+		}
+	}
+	return id, nil
+}
+
+// annotationValue is the user.info value this policy writes for id: compact
+// JSON, "user" then "groups", groups as sent (order and duplicates kept),
+// empty user or empty group list omitted, escaped as encoding/json does.
+// It is byte-for-byte what YuniKorn's own admission controller writes.
+func (id identity) annotationValue() string {
+	n := 12 + len(id.user)
+	for _, g := range id.groups {
+		n += len(g) + 3
+	}
+	b := make([]byte, 0, n+12)
+	b = append(b, '{')
+	if id.user != "" {
+		b = append(b, `"user":`...)
+		b = appendJSONString(b, id.user)
+	}
+	if len(id.groups) > 0 {
+		if id.user != "" {
+			b = append(b, ',')
+		}
+		b = append(b, `"groups":[`...)
+		for i, g := range id.groups {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, g)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, '}')
+	return string(b)
+}
+
+// notAllowedMessage is YuniKorn's denial text for a submitter who may not
+// supply the annotation, kept identical so existing alerts still match.
+func (id identity) notAllowedMessage() string {
+	return "user " + id.user + " with groups [" + strings.Join(id.groups, ",") + "] is not allowed to set user annotation"
+}
+
+// checkSuppliedValue validates a user.info value that an allowed submitter
+// wrote. It is stricter than YuniKorn's json.Unmarshal on purpose: the shim
+// decodes with Go's case-insensitive field matching, where unknown keys are
+// ignored and the last duplicate wins, so {"user":"a","USER":"root"} would
+// be read as root. Only an object with exactly the keys "user" (a non-empty
+// string) and optionally "groups" (an array of strings) is accepted. The
+// returned message names the offending key as written.
+func checkSuppliedValue(value string) string {
+	if !gjson.Valid(value) {
+		return "value is not valid JSON"
+	}
+	v := gjson.Parse(value)
+	if !isObject(v) {
+		return "value must be a JSON object like {\"user\":\"alice\",\"groups\":[\"dev\"]}, got " + typeName(v)
+	}
+	var problem string
+	var user, groups gjson.Result
+	v.ForEach(func(k, val gjson.Result) bool {
+		key := k.Str
+		switch key {
+		case "user":
+			if user.Exists() {
+				problem = "duplicate key \"user\""
+				return false
+			}
+			user = val
+		case "groups":
+			if groups.Exists() {
+				problem = "duplicate key \"groups\""
+				return false
+			}
+			groups = val
+		default:
+			if canonical := foldedKey(key); canonical != "" {
+				problem = "key " + quote(key) + " must be written in lower case: keys are case-sensitive here, but YuniKorn would read it as " + quote(canonical)
+			} else {
+				problem = "unknown key " + quote(key) + " (only \"user\" and \"groups\" are allowed)"
+			}
+			return false
+		}
+		return true
+	})
+	if problem != "" {
+		return problem
+	}
+	switch {
+	case !user.Exists():
+		return "key \"user\" is required"
+	case user.Type != gjson.String:
+		return "\"user\" must be a string, got " + typeName(user)
+	case user.Str == "":
+		return "\"user\" must not be empty"
+	}
+	if groups.Exists() {
+		if !groups.IsArray() {
+			return "\"groups\" must be an array of strings, got " + typeName(groups)
+		}
+		i := 0
+		groups.ForEach(func(_, g gjson.Result) bool {
+			if g.Type != gjson.String {
+				problem = "\"groups\"[" + strconv.Itoa(i) + "] must be a string, got " + typeName(g)
+				return false
+			}
+			i++
+			return true
+		})
+	}
+	return problem
+}
+
+// foldedKey returns the key that Go's encoding/json (and so YuniKorn's shim)
+// would match key to, "" if none. Its matching is Unicode case folding, so
+// "USER" and even "uſer" (with U+017F) both mean "user" there.
+func foldedKey(key string) string {
+	switch {
+	case strings.EqualFold(key, "user"):
+		return "user"
+	case strings.EqualFold(key, "groups"):
+		return "groups"
+	}
+	return ""
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"sync"
+
+	"github.com/tidwall/gjson"
+)
+
+// validate is the waPC "validate" operation: a Kubewarden ValidationRequest
+// ({"request": AdmissionRequest, "settings": {...}}) in, a ValidationResponse
+// out. Every input yields a response; nothing here returns an error, since
+// an error would be reported as a broken policy rather than a bad request.
+func validate(payload []byte) ([]byte, error) {
+	d := evaluate(payload)
+	logDecision(d)
+	return d.appendResponse(make([]byte, 0, 64+len(d.mutated))), nil
+}
+
+func evaluate(payload []byte) decision {
+	if !gjson.ValidBytes(payload) {
+		return reject("malformed", codeMalformed, "payload: not valid JSON")
+	}
+	root := gjson.ParseBytes(payload)
+	if !isObject(root) {
+		return reject("malformed", codeMalformed, "payload: must be an object, got "+typeName(root))
+	}
+	rawSettings, err := member(root, "", "settings")
+	if err != nil {
+		return rejectInput(err)
+	}
+	s, err := cachedSettings(rawSettings)
+	if err != nil {
+		return reject("malformed", codeMalformed, "settings are not valid: "+err.Error())
+	}
+	req, err := member(root, "", "request")
+	if err != nil {
+		return rejectInput(err)
+	}
+	if !req.Exists() {
+		return rejectInput(malformed("request", "missing"))
+	}
+	return decide(req, s)
+}
+
+// validateSettings is the waPC "validate_settings" operation: the raw
+// settings object in, {"valid":bool,"message":...} out.
+func validateSettings(payload []byte) ([]byte, error) {
+	if !gjson.ValidBytes(payload) {
+		return settingsResponse("settings: not valid JSON"), nil
+	}
+	if _, err := parseSettings(gjson.ParseBytes(payload)); err != nil {
+		return settingsResponse(err.Error()), nil
+	}
+	return settingsResponse(""), nil
+}
+
+func settingsResponse(problem string) []byte {
+	if problem == "" {
+		return []byte(`{"valid":true}`)
+	}
+	b := append([]byte(nil), `{"valid":false,"message":`...)
+	b = appendJSONString(b, problem)
+	return append(b, '}')
+}
+
+// The settings of a policy are the same on every request, and compiling its
+// regular expressions dominates an evaluation, so the last parsed settings
+// are kept, keyed by their raw JSON. The mutex costs nothing in the
+// single-threaded guest and keeps native tests race-free.
+var settingsCache struct {
+	sync.Mutex
+	raw      string
+	settings *Settings
+	err      error
+	valid    bool
+}
+
+func cachedSettings(raw gjson.Result) (*Settings, error) {
+	settingsCache.Lock()
+	defer settingsCache.Unlock()
+	if settingsCache.valid && settingsCache.raw == raw.Raw {
+		return settingsCache.settings, settingsCache.err
+	}
+	s, err := parseSettings(raw)
+	settingsCache.raw, settingsCache.settings, settingsCache.err, settingsCache.valid = raw.Raw, s, err, true
+	return s, err
+}
+
+// appendResponse writes the ValidationResponse. It is built by hand rather
+// than with policy-sdk-go's helpers because the SDK's response type has no
+// "warnings", and because the mutated object must be embedded byte for byte.
+func (d decision) appendResponse(b []byte) []byte {
+	if d.accepted {
+		b = append(b, `{"accepted":true`...)
+	} else {
+		b = append(b, `{"accepted":false`...)
+	}
+	if d.message != "" {
+		b = append(b, `,"message":`...)
+		b = appendJSONString(b, d.message)
+	}
+	if d.code != 0 {
+		b = append(b, `,"code":`...)
+		b = append(b, itoa(d.code)...)
+	}
+	if d.mutated != nil {
+		b = append(b, `,"mutated_object":`...)
+		b = append(b, d.mutated...)
+	}
+	if len(d.warnings) > 0 {
+		b = append(b, `,"warnings":[`...)
+		for i, w := range d.warnings {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, w)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
