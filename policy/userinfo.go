@@ -3,6 +3,7 @@ package main
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -113,6 +114,11 @@ func (id identity) notAllowedMessage() string {
 // string) and optionally "groups" (an array of strings) is accepted. The
 // returned message names the offending key as written.
 func checkSuppliedValue(value string) string {
+	if !utf8.ValidString(value) {
+		// Go's decoder would read invalid bytes as U+FFFD, so several
+		// distinct values would name the same user in YuniKorn.
+		return "value is not valid UTF-8"
+	}
 	if !gjson.Valid(value) {
 		return "value is not valid JSON"
 	}

@@ -1,0 +1,96 @@
+# The policy is a TinyGo waPC module; the host and CLI are plain Go.
+# `make help` lists the targets.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO        ?= go
+TINYGO    ?= tinygo
+BUILD     := build
+BINARY    := $(BUILD)/yunikorn-userinfo
+WASM      := $(BUILD)/policy.wasm
+ANNOTATED := $(BUILD)/annotated-policy.wasm
+EMBEDDED  := cmd/yunikorn-userinfo/policy.wasm
+FUZZTIME  ?= 10s
+
+# Kubewarden's usual flags plus -buildmode=wasi-legacy -scheduler=none: the
+# module's _start returns instead of calling proc_exit(0), so any waPC host
+# can keep the instance (see RATIONALE.md, "Why wasi-legacy?").
+TINYGO_FLAGS := -target=wasi -no-debug -buildmode=wasi-legacy -scheduler=none
+
+POLICY_SRC := $(wildcard policy/*.go) go.mod go.sum
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-zA-Z_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+.PHONY: tinygo
+tinygo: ## Install TinyGo 0.41.1 (built from the Go module against Debian's LLVM 19) if missing
+	@command -v $(TINYGO) >/dev/null && $(TINYGO) version | grep -q ' 0\.41\.1 ' || bash hack/install-tinygo.sh
+
+$(WASM): $(POLICY_SRC)
+	@mkdir -p $(BUILD)
+	@start=$$(date +%s%N); \
+	$(TINYGO) build -o $@ $(TINYGO_FLAGS) ./policy; \
+	echo "tinygo build: $$(( ($$(date +%s%N) - start) / 1000000 )) ms, $$(stat -c %s $@) bytes"
+
+.PHONY: policy
+policy: tinygo $(WASM) ## Build the policy with TinyGo into build/policy.wasm
+
+$(ANNOTATED): $(WASM) metadata.yml
+	$(GO) run ./cmd/yunikorn-userinfo annotate $(WASM) -m metadata.yml -o $@
+
+.PHONY: annotated
+annotated: policy $(ANNOTATED) ## Add the io.kubewarden.metadata section (build/annotated-policy.wasm)
+
+.PHONY: embed
+embed: annotated ## Refresh the module embedded in the CLI from a fresh TinyGo build
+	cp $(ANNOTATED) $(EMBEDDED)
+
+.PHONY: check-embedded
+check-embedded: annotated ## Fail if the embedded module differs from a fresh, reproducible build
+	@cmp $(ANNOTATED) $(EMBEDDED) && echo "embedded module matches a fresh build ($$(stat -c %s $(EMBEDDED)) bytes)" \
+	  || { echo "cmd/yunikorn-userinfo/policy.wasm is stale: run 'make embed' and commit it"; exit 1; }
+
+.PHONY: build
+build: ## Build the CLI into build/yunikorn-userinfo
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BINARY) ./cmd/yunikorn-userinfo
+
+.PHONY: vet
+vet: ## go vet and gofmt
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); [[ -z "$$out" ]] || { echo "gofmt needed: $$out"; exit 1; }
+
+.PHONY: test
+test: policy vet ## Everything CI runs: unit, fixture (native, wasm, CLI), second-host and fuzz-smoke tests
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
+	$(MAKE) --no-print-directory check-embedded
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
+
+.PHONY: test-race
+test-race: policy ## The host tests under the race detector
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./host/... ./cmd/...
+
+FUZZ_TARGETS := FuzzValidate FuzzCheckSuppliedValue FuzzAppendJSONString FuzzAnnotationValue
+.PHONY: fuzz
+fuzz: ## A short, bounded fuzz run of each target (FUZZTIME, default 10s)
+	@for f in $(FUZZ_TARGETS); do \
+	  echo "fuzz $$f ($(FUZZTIME))"; \
+	  $(GO) test ./policy -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) >/dev/null || { \
+	    $(GO) test ./policy -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) | tail -30; exit 1; }; \
+	done
+	$(GO) test ./host/admission -run '^$$' -fuzz '^FuzzCreatePatch$$' -fuzztime $(FUZZTIME) >/dev/null
+
+.PHONY: golden
+golden: policy ## Rewrite the CLI golden files from the current build (review the diff)
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test ./cmd/yunikorn-userinfo -run Fixtures -update
+
+.PHONY: bench
+bench: build ## validate / validate_settings timings on a Pod and a Deployment fixture
+	$(BINARY) bench -r testdata/requests/review-alice-pod.json
+	$(BINARY) bench -r testdata/base/deployment.json
+
+.PHONY: clean
+clean: ## Remove build outputs
+	rm -rf $(BUILD)

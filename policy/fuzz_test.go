@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+)
+
+// FuzzAppendJSONString: the annotation bytes must be exactly what Go's
+// encoding/json writes, for any string, valid UTF-8 or not.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "alice", `a&b<c>"d\e`, "\u2028\u2029", "\x00\x1f\x7f", "é日本", "\xff\xfe", "\b\f\n\r\t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(appendJSONString(nil, s)))
+	})
+}
+
+// FuzzAnnotationValue: the value is byte-for-byte YuniKorn's, which marshals
+// its UserGroupInformation struct with encoding/json.
+func FuzzAnnotationValue(f *testing.F) {
+	f.Add("alice", "dev", "system:authenticated")
+	f.Add("", "", "")
+	f.Add("a&b", "<g>", "\u2028")
+	f.Fuzz(func(t *testing.T, user, g1, g2 string) {
+		var groups []string
+		for _, g := range []string{g1, g2} {
+			if g != "" {
+				groups = append(groups, g)
+			}
+		}
+		type ugi struct {
+			User   string   `json:"user,omitempty"`
+			Groups []string `json:"groups,omitempty"`
+		}
+		want, err := json.Marshal(ugi{User: user, Groups: groups})
+		require.NoError(t, err)
+		assert.Equal(t, string(want), identity{user: user, groups: groups}.annotationValue())
+	})
+}
+
+// FuzzCheckSuppliedValue is the security property of the format check: a
+// value we accept is read by YuniKorn's shim (Go's encoding/json, case-
+// insensitive, last duplicate wins) as exactly the user and groups we read.
+func FuzzCheckSuppliedValue(f *testing.F) {
+	for _, s := range []string{`{"user":"a"}`, `{"user":"a","USER":"root"}`, `{"\u0075ser":"a"}`, `{"uſer":"x"}`,
+		` {"user":"a","groups":["x"]} `, `{"user":"a","groups":null}`, `{"user":"a\ud800"}`, `{"user":"a","user":"b"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		if checkSuppliedValue(value) != "" {
+			return
+		}
+		var shim struct {
+			User   string   `json:"user,omitempty"`
+			Groups []string `json:"groups,omitempty"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(value), &shim), "accepted %q but YuniKorn cannot parse it", value)
+		v := gjson.Parse(value)
+		assert.Equal(t, v.Get("user").String(), shim.User, "user of %q", value)
+		assert.NotEmpty(t, shim.User)
+		groups := []string{}
+		for _, g := range v.Get("groups").Array() {
+			groups = append(groups, g.String())
+		}
+		assert.Equal(t, groups, append([]string{}, shim.Groups...), "groups of %q", value)
+	})
+}
+
+// FuzzValidate feeds arbitrary payloads, seeded from every fixture, through
+// the policy: it must never panic, must always answer a well-formed
+// ValidationResponse, must give a reason for every rejection, and a
+// mutation must leave every byte but the annotation's in place.
+func FuzzValidate(f *testing.F) {
+	cases, err := fixtures.Load()
+	require.NoError(f, err)
+	for _, c := range cases {
+		f.Add(c.Payload())
+	}
+	reqs, _ := filepath.Glob(filepath.Join(fixtures.Dir(), "requests", "*.json"))
+	for _, p := range reqs {
+		b, err := os.ReadFile(p)
+		require.NoError(f, err)
+		f.Add([]byte(`{"request":` + string(b) + `,"settings":{}}`))
+	}
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"request":null}`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		out, err := validate(payload)
+		require.NoError(t, err)
+		var vr fixtures.ValidationResponse
+		require.NoError(t, json.Unmarshal(out, &vr), "response is not JSON: %s", out)
+		if !vr.Accepted {
+			assert.NotEmpty(t, vr.Message, "a rejection gives a reason")
+			assert.Contains(t, []int{400, 403}, vr.Code)
+		}
+		if vr.MutatedObject == nil {
+			return
+		}
+		original := []byte(gjson.GetBytes(payload, "request.object").Raw)
+		checkOnlyAnnotationAdded(t, original, vr.MutatedObject)
+	})
+}
+
+// checkOnlyAnnotationAdded: mutated differs from original in one contiguous
+// place, which removed at most a null, and the mutated text is valid JSON.
+func checkOnlyAnnotationAdded(t *testing.T, original, mutated []byte) {
+	t.Helper()
+	require.True(t, json.Valid(mutated), "mutated object is not valid JSON: %s", mutated)
+	original = bytes.TrimSpace(original)
+	p := 0
+	for p < len(original) && p < len(mutated) && original[p] == mutated[p] {
+		p++
+	}
+	s := 0
+	for s < len(original)-p && s < len(mutated)-p && original[len(original)-1-s] == mutated[len(mutated)-1-s] {
+		s++
+	}
+	removed := string(original[p : len(original)-s])
+	assert.True(t, strings.Contains("null", removed), "the mutation removed %q", removed)
+	assert.Contains(t, string(mutated), AnnotationKey)
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+)
+
+// TestValidateSettings_fixtures runs testdata/settings.json natively.
+func TestValidateSettings_fixtures(t *testing.T) {
+	cases, err := fixtures.LoadSettings()
+	require.NoError(t, err)
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			out, err := validateSettings(tc.Document())
+			require.NoError(t, err)
+			var got struct {
+				Valid   bool   `json:"valid"`
+				Message string `json:"message"`
+			}
+			require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+			assert.Equal(t, tc.Valid, got.Valid)
+			assert.Equal(t, tc.Message, got.Message)
+		})
+	}
+}
+
+func TestParseSettings_defaults(t *testing.T) {
+	t.Parallel()
+	s, err := parseSettings(gjson.Parse(`{}`))
+	require.NoError(t, err)
+	assert.False(t, s.BypassAuth)
+	assert.True(t, s.TrustControllers)
+	assert.Equal(t, DefaultUserLabelKey, s.UserLabelKey)
+	assert.Empty(t, s.ExternalUsers)
+	assert.Empty(t, s.ExternalGroups)
+	var patterns []string
+	for _, re := range s.SystemUsers {
+		patterns = append(patterns, re.String())
+	}
+	assert.Equal(t, defaultSystemUsers, patterns)
+	assert.True(t, matchAny(s.SystemUsers, "system:serviceaccount:kube-system:replicaset-controller"))
+	assert.True(t, matchAny(s.SystemUsers, "system:kube-controller-manager"))
+	assert.False(t, matchAny(s.SystemUsers, "system:kube-controller-manager-evil"))
+	assert.False(t, matchAny(s.SystemUsers, "alice"))
+}
+
+func TestParseSettings_lists(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		settings string
+		want     []string
+	}{
+		{name: "comma string trimmed, empties skipped", settings: `{"externalUsers":" a , ,b,"}`, want: []string{"a", "b"}},
+		{name: "empty string is an empty list", settings: `{"externalUsers":""}`, want: nil},
+		{name: "array kept as given", settings: `{"externalUsers":[" a ","b,c"]}`, want: []string{" a ", "b,c"}},
+		{name: "empty array", settings: `{"externalUsers":[]}`, want: nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := parseSettings(gjson.Parse(tc.settings))
+			require.NoError(t, err)
+			var got []string
+			for _, re := range s.ExternalUsers {
+				got = append(got, re.String())
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// A cached parse must never serve one settings object's result for another.
+func TestCachedSettings_keyedByContent(t *testing.T) {
+	a, err := cachedSettings(gjson.Parse(`{"bypassAuth":true}`))
+	require.NoError(t, err)
+	b, err := cachedSettings(gjson.Parse(`{"bypassAuth":false}`))
+	require.NoError(t, err)
+	_, err = cachedSettings(gjson.Parse(`{"bypassAuth":"x"}`))
+	require.Error(t, err)
+	c, err := cachedSettings(gjson.Parse(`{"bypassAuth":true}`))
+	require.NoError(t, err)
+	assert.True(t, a.BypassAuth)
+	assert.False(t, b.BypassAuth)
+	assert.True(t, c.BypassAuth)
+}
