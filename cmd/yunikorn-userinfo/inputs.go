@@ -1,0 +1,225 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/tetratelabs/wazero"
+	"sigs.k8s.io/yaml"
+
+	"github.com/yunikorn-userinfo/userinfo/host/admission"
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+)
+
+// embeddedName names the embedded module in logs and messages.
+const embeddedName = "embedded yunikorn-user-info policy"
+
+// Limits of --memory-limit: a 32-bit wasm memory holds at most 4 GiB.
+const (
+	defaultMemoryLimitMiB = 64
+	maxMemoryLimitMiB     = 4096
+	pagesPerMiB           = 16 // 64 KiB wasm pages
+)
+
+// evalFlags are the flags of the commands that evaluate a policy (run and
+// bench), as kwctl spells them.
+type evalFlags struct {
+	requestPath    string
+	settingsPath   string
+	settingsJSON   string
+	timeout        time.Duration
+	memoryLimitMiB uint32
+}
+
+func (f *evalFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVarP(&f.requestPath, "request-path", "r", "", "file with the AdmissionRequest or AdmissionReview, - for stdin (required)")
+	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "file with the policy settings, YAML or JSON (default {})")
+	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
+	fs.DurationVar(&f.timeout, "timeout", engine.DefaultTimeout, "deadline of one policy invocation")
+	fs.Uint32Var(&f.memoryLimitMiB, "memory-limit", defaultMemoryLimitMiB, "memory limit of the policy instance, in MiB")
+	_ = cmd.MarkFlagRequired("request-path")
+	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
+}
+
+func (f *evalFlags) check() error {
+	if f.timeout <= 0 {
+		return fmt.Errorf("invalid --timeout %s: must be positive", f.timeout)
+	}
+	if f.memoryLimitMiB == 0 || f.memoryLimitMiB > maxMemoryLimitMiB {
+		return fmt.Errorf("invalid --memory-limit %d: must be between 1 and %d MiB", f.memoryLimitMiB, maxMemoryLimitMiB)
+	}
+	return nil
+}
+
+// evalInputs are the inputs of an evaluation, read and checked before the
+// module is compiled so that argument mistakes fail fast.
+type evalInputs struct {
+	moduleName string
+	module     []byte
+	settings   json.RawMessage
+	request    *admission.Request
+}
+
+func (a *app) readEvalInputs(args []string, f *evalFlags) (*evalInputs, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	in := &evalInputs{}
+	var err error
+	if in.moduleName, in.module, err = a.readModule(args); err != nil {
+		return nil, err
+	}
+	if in.settings, err = a.readSettings(f); err != nil {
+		return nil, err
+	}
+	data, err := a.readFileOrStdin(f.requestPath)
+	if err != nil {
+		return nil, fmt.Errorf("read request: %w", err)
+	}
+	if in.request, err = admission.ParseRequest(data); err != nil {
+		return nil, fmt.Errorf("read request %s: %w", f.requestPath, err)
+	}
+	return in, nil
+}
+
+// readModule reads the MODULE argument, a local path optionally prefixed
+// with file:// as kwctl accepts it, or the embedded policy without one.
+func (a *app) readModule(args []string) (string, []byte, error) {
+	if len(args) == 0 || args[0] == "" {
+		return embeddedName, a.policy, nil
+	}
+	path := args[0]
+	if scheme, rest, ok := strings.Cut(path, "://"); ok {
+		if scheme != "file" {
+			return "", nil, fmt.Errorf("unsupported module location %q: only local files (path or file://path) are supported", path)
+		}
+		path = rest
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("read module: %w", err)
+	}
+	return path, data, nil
+}
+
+func (a *app) readFileOrStdin(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(a.stdin)
+	}
+	return os.ReadFile(path)
+}
+
+// readSettings returns the settings as a JSON object: {} by default, the
+// --settings-json value, or the --settings-path file. A file may be JSON
+// (passed on byte for byte) or YAML (converted); an empty file means {}.
+func (a *app) readSettings(f *evalFlags) (json.RawMessage, error) {
+	switch {
+	case f.settingsJSON != "":
+		return settingsObject("--settings-json", []byte(f.settingsJSON))
+	case f.settingsPath != "":
+		data, err := os.ReadFile(f.settingsPath)
+		if err != nil {
+			return nil, fmt.Errorf("read settings: %w", err)
+		}
+		if json.Valid(data) {
+			return settingsObject(f.settingsPath, data)
+		}
+		converted, err := yaml.YAMLToJSONStrict(data)
+		if err != nil {
+			return nil, fmt.Errorf("read settings %s: neither JSON nor YAML: %w", f.settingsPath, err)
+		}
+		if bytes.Equal(bytes.TrimSpace(converted), []byte("null")) { // empty or comments only
+			return json.RawMessage("{}"), nil
+		}
+		return settingsObject(f.settingsPath, converted)
+	default:
+		return json.RawMessage("{}"), nil
+	}
+}
+
+// settingsObject checks that data is one JSON object: Kubewarden policies
+// receive settings as an object and nothing else.
+func settingsObject(source string, data []byte) (json.RawMessage, error) {
+	data = bytes.TrimSpace(data)
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v)
+		return nil, fmt.Errorf("read settings %s: invalid JSON: %w", source, err)
+	}
+	if len(data) == 0 || data[0] != '{' {
+		return nil, fmt.Errorf("read settings %s: settings must be a JSON object, got %s", source, jsonKind(data))
+	}
+	return json.RawMessage(data), nil
+}
+
+func jsonKind(data []byte) string {
+	switch data[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// newEngine compiles the module for a CLI command: one instance, since the
+// CLI evaluates sequentially.
+func (a *app) newEngine(ctx context.Context, logger *slog.Logger, in *evalInputs, f *evalFlags) (*engine.Engine, error) {
+	start := time.Now()
+	cache := a.cache
+	if a.global.cacheDir != "" {
+		var err error
+		if cache, err = wazero.NewCompilationCacheWithDir(a.global.cacheDir); err != nil {
+			return nil, fmt.Errorf("open compilation cache %s: %w", a.global.cacheDir, err)
+		}
+		// Not closed: wazero requires every runtime using a cache to be
+		// closed first, and the process ends with the command anyway.
+	}
+	eng, err := engine.New(ctx, in.module, engine.Options{
+		Logger:           logger,
+		MaxInstances:     1,
+		Timeout:          f.timeout,
+		MemoryLimitPages: f.memoryLimitMiB * pagesPerMiB,
+		CompilationCache: cache,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load policy %s: %w", in.moduleName, err)
+	}
+	logger.DebugContext(ctx, "policy loaded", "module", in.moduleName, "bytes", len(in.module),
+		"duration_ms", time.Since(start).Milliseconds())
+	return eng, nil
+}
+
+// checkSettings runs validate_settings and turns invalid settings into the
+// error kwctl gives.
+func checkSettings(ctx context.Context, eng *engine.Engine, settings json.RawMessage) error {
+	sv, err := eng.ValidateSettings(ctx, settings)
+	if err != nil {
+		return fmt.Errorf("validate settings: %w", err)
+	}
+	if !sv.Valid {
+		return &invalidSettingsError{message: sv.Message}
+	}
+	return nil
+}
+
+// invalidSettingsError is the policy's rejection of its settings.
+type invalidSettingsError struct{ message string }
+
+func (e *invalidSettingsError) Error() string {
+	return "provided settings are not valid: " + e.message
+}

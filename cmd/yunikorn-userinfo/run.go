@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/yunikorn-userinfo/userinfo/host/admission"
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+)
+
+// runFlags are the flags of `run`.
+type runFlags struct {
+	evalFlags
+}
+
+func newRunCommand(a *app) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run [MODULE] -r REQUEST [-s SETTINGS | --settings-json JSON]",
+		Short: "Evaluate an admission request with a policy, like kwctl run",
+		Long: `Evaluate one admission request with a Kubewarden waPC policy and print the
+AdmissionResponse as one line of JSON on stdout, as kwctl run does.
+
+MODULE is a local .wasm file (a file:// prefix is accepted); without it the
+embedded yunikorn-user-info policy is used. The request may be a bare
+AdmissionRequest or a full AdmissionReview. The settings are validated with
+the policy's validate_settings first; invalid settings are an error.
+
+A failed evaluation (guest error, trap, timeout) is not an error of the
+command: like kwctl, it prints a response with allowed false and code 500.
+Logs go to stderr; use -v to see the policy's own log lines.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runRun(cmd.Context(), args, f)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func (a *app) runRun(ctx context.Context, args []string, f *runFlags) error {
+	logger, err := a.logger()
+	if err != nil {
+		return err
+	}
+	in, err := a.readEvalInputs(args, &f.evalFlags)
+	if err != nil {
+		return err
+	}
+	eng, err := a.newEngine(ctx, logger, in, &f.evalFlags)
+	if err != nil {
+		return err
+	}
+	defer eng.Close(context.WithoutCancel(ctx))
+
+	if err := checkSettings(ctx, eng, in.settings); err != nil {
+		return err
+	}
+	resp := evaluate(ctx, logger, eng, in)
+	out, err := admission.Marshal(resp)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(a.stdout, "%s\n", out)
+	return err
+}
+
+// evaluate runs validate and builds the AdmissionResponse. Failures of the
+// evaluation itself become an errored response (code 500), as kwctl and
+// policy-server report them.
+func evaluate(ctx context.Context, logger *slog.Logger, eng *engine.Engine, in *evalInputs) *admission.Response {
+	req := in.request
+	out, err := eng.Validate(ctx, admission.ValidationPayload(req, in.settings))
+	if err != nil {
+		logger.DebugContext(ctx, "evaluation failed", "uid", req.UID, "error", err)
+		return admission.Errored(req.UID, admission.CodeEvaluationFailed, err)
+	}
+	vr, err := admission.ParseValidationResponse(out)
+	if err != nil {
+		logger.DebugContext(ctx, "evaluation failed", "uid", req.UID, "error", err)
+		return admission.Errored(req.UID, admission.CodeEvaluationFailed, err)
+	}
+	resp := admission.Respond(req, vr)
+	logger.DebugContext(ctx, "request evaluated", "uid", req.UID, "kind", req.Kind.Kind,
+		"operation", req.Operation, "allowed", resp.Allowed, "mutated", resp.Patch != nil)
+	return resp
+}

@@ -1,0 +1,345 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxDepth bounds the nesting of documents given to [CreatePatch], so a
+// hostile document cannot exhaust the stack. encoding/json uses the same
+// limit.
+const maxDepth = 10000
+
+// CreatePatch returns the RFC 6902 JSON Patch (a JSON array) that turns the
+// JSON document original into mutated.
+//
+// The patch holds only the real changes: objects are compared key by key
+// (keys in sorted order, so the output is deterministic), arrays index by
+// index (extra elements are added at the end, surplus ones removed from the
+// end), and values of a different type or scalar value are replaced. Equal
+// subtrees produce nothing, so equal documents give `[]`. Numbers are
+// compared and emitted by their exact text, so large integers survive; strings
+// are compared by their decoded value.
+//
+// Both inputs must be valid JSON without duplicate object keys: a document
+// with duplicate keys means different things to different parsers, so it is
+// refused rather than diffed.
+//
+// See https://www.rfc-editor.org/rfc/rfc6902 and
+// https://www.rfc-editor.org/rfc/rfc6901 (path escaping).
+func CreatePatch(original, mutated []byte) ([]byte, error) {
+	ops, err := diffDocuments(original, mutated)
+	if err != nil {
+		return nil, err
+	}
+	return encodePatch(ops), nil
+}
+
+// diffDocuments parses both documents and returns the operations between them.
+func diffDocuments(original, mutated []byte) ([]patchOp, error) {
+	a, err := parseDocument(original)
+	if err != nil {
+		return nil, fmt.Errorf("decode original document: %w", err)
+	}
+	b, err := parseDocument(mutated)
+	if err != nil {
+		return nil, fmt.Errorf("decode mutated document: %w", err)
+	}
+	var ops []patchOp
+	diffValues(&ops, "", a, b)
+	return ops, nil
+}
+
+// valueKind is the JSON type of a node.
+type valueKind uint8
+
+const (
+	kindNull valueKind = iota
+	kindBool
+	kindNumber
+	kindString
+	kindArray
+	kindObject
+)
+
+// node is a decoded JSON value. Unlike map[string]any it keeps numbers as
+// text and object keys in document order, so emitted values look like the
+// mutated document.
+type node struct {
+	kind valueKind
+	// b holds a boolean.
+	b bool
+	// s holds a string or the exact text of a number.
+	s string
+	// items holds array elements.
+	items []*node
+	// keys holds object keys in document order, members their values.
+	keys    []string
+	members map[string]*node
+}
+
+// parseDocument decodes exactly one JSON value from data.
+func parseDocument(data []byte) (*node, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	n, err := parseValue(dec, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	// Anything but the end of input after the value is an error, as for
+	// json.Unmarshal.
+	if tok, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("unexpected %v after top-level value", tok)
+	}
+	return n, nil
+}
+
+// parseValue decodes the next value from dec; path locates it for errors.
+func parseValue(dec *json.Decoder, path string, depth int) (*node, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("at %q: nesting deeper than %d", path, maxDepth)
+	}
+	tok, err := dec.Token()
+	if errors.Is(err, io.EOF) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case nil:
+		return &node{kind: kindNull}, nil
+	case bool:
+		return &node{kind: kindBool, b: t}, nil
+	case json.Number:
+		return &node{kind: kindNumber, s: string(t)}, nil
+	case string:
+		return &node{kind: kindString, s: t}, nil
+	case json.Delim:
+		switch t {
+		case '[':
+			n := &node{kind: kindArray}
+			for dec.More() {
+				item, err := parseValue(dec, path+"/"+strconv.Itoa(len(n.items)), depth+1)
+				if err != nil {
+					return nil, err
+				}
+				n.items = append(n.items, item)
+			}
+			return n, closeDelim(dec)
+		case '{':
+			n := &node{kind: kindObject, members: map[string]*node{}}
+			for dec.More() {
+				keyTok, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				key, ok := keyTok.(string)
+				if !ok {
+					// The decoder's own state machine rejects non-string keys;
+					// this guards against a change there.
+					return nil, fmt.Errorf("at %q: object key is %v, not a string", path, keyTok)
+				}
+				if _, dup := n.members[key]; dup {
+					return nil, fmt.Errorf("at %q: duplicate key %q", path, key)
+				}
+				member, err := parseValue(dec, path+"/"+escapePointer(key), depth+1)
+				if err != nil {
+					return nil, err
+				}
+				n.keys = append(n.keys, key)
+				n.members[key] = member
+			}
+			return n, closeDelim(dec)
+		}
+	}
+	return nil, fmt.Errorf("at %q: unexpected %v", path, tok)
+}
+
+// closeDelim consumes the ']' or '}' that ends the current array or object.
+// The decoder checks that it matches the opening one.
+func closeDelim(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || (d != ']' && d != '}') {
+		return fmt.Errorf("unexpected %v, want end of array or object", tok)
+	}
+	return nil
+}
+
+// patchOp is one JSON Patch operation; value is nil for "remove".
+type patchOp struct {
+	op    string
+	path  string
+	value *node
+}
+
+// diffValues appends to ops the operations turning a into b at path.
+func diffValues(ops *[]patchOp, path string, a, b *node) {
+	if a.kind != b.kind {
+		*ops = append(*ops, patchOp{op: "replace", path: path, value: b})
+		return
+	}
+	switch a.kind {
+	case kindObject:
+		diffObjects(ops, path, a, b)
+	case kindArray:
+		diffArrays(ops, path, a, b)
+	default:
+		if a.b != b.b || a.s != b.s {
+			*ops = append(*ops, patchOp{op: "replace", path: path, value: b})
+		}
+	}
+}
+
+// diffObjects compares two objects key by key, in sorted key order.
+func diffObjects(ops *[]patchOp, path string, a, b *node) {
+	keys := make([]string, 0, len(a.keys)+len(b.keys))
+	keys = append(keys, a.keys...)
+	for _, k := range b.keys {
+		if _, ok := a.members[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p := path + "/" + escapePointer(k)
+		av, inA := a.members[k]
+		bv, inB := b.members[k]
+		switch {
+		case !inB:
+			*ops = append(*ops, patchOp{op: "remove", path: p})
+		case !inA:
+			*ops = append(*ops, patchOp{op: "add", path: p, value: bv})
+		default:
+			diffValues(ops, p, av, bv)
+		}
+	}
+}
+
+// diffArrays compares two arrays index by index. Surplus elements are removed
+// from the last one down, so each remove path is valid when it is applied.
+func diffArrays(ops *[]patchOp, path string, a, b *node) {
+	common := min(len(a.items), len(b.items))
+	for i := range common {
+		diffValues(ops, path+"/"+strconv.Itoa(i), a.items[i], b.items[i])
+	}
+	for i := common; i < len(b.items); i++ {
+		*ops = append(*ops, patchOp{op: "add", path: path + "/" + strconv.Itoa(i), value: b.items[i]})
+	}
+	for i := len(a.items) - 1; i >= common; i-- {
+		*ops = append(*ops, patchOp{op: "remove", path: path + "/" + strconv.Itoa(i)})
+	}
+}
+
+// pointerEscaper escapes a reference token per RFC 6901 §3. strings.Replacer
+// works in one pass, so "~1" in a key becomes "~01", not "~~1".
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// escapePointer escapes key for use in a JSON Pointer.
+func escapePointer(key string) string {
+	return pointerEscaper.Replace(key)
+}
+
+// encodePatch writes ops as a compact JSON array.
+func encodePatch(ops []patchOp) []byte {
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	for i, op := range ops {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.WriteString(`{"op":"`)
+		buf.WriteString(op.op)
+		buf.WriteString(`","path":`)
+		writeString(&buf, op.path)
+		if op.value != nil {
+			buf.WriteString(`,"value":`)
+			writeNode(&buf, op.value)
+		}
+		buf.WriteByte('}')
+	}
+	buf.WriteByte(']')
+	return buf.Bytes()
+}
+
+// writeNode writes n as compact JSON, numbers as their original text and
+// object members in document order.
+func writeNode(buf *bytes.Buffer, n *node) {
+	switch n.kind {
+	case kindNull:
+		buf.WriteString("null")
+	case kindBool:
+		buf.WriteString(strconv.FormatBool(n.b))
+	case kindNumber:
+		buf.WriteString(n.s)
+	case kindString:
+		writeString(buf, n.s)
+	case kindArray:
+		buf.WriteByte('[')
+		for i, item := range n.items {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeNode(buf, item)
+		}
+		buf.WriteByte(']')
+	case kindObject:
+		buf.WriteByte('{')
+		for i, k := range n.keys {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			writeString(buf, k)
+			buf.WriteByte(':')
+			writeNode(buf, n.members[k])
+		}
+		buf.WriteByte('}')
+	}
+}
+
+// writeString writes s as a JSON string. Only what JSON requires is escaped
+// (plus U+2028/U+2029, which encoding/json always escapes); <, > and & stay
+// as they are, so annotation values read naturally in the patch.
+func writeString(buf *bytes.Buffer, s string) {
+	const hex = "0123456789abcdef"
+	buf.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			buf.WriteByte('\\')
+			buf.WriteRune(r)
+		case r == '\n':
+			buf.WriteString(`\n`)
+		case r == '\r':
+			buf.WriteString(`\r`)
+		case r == '\t':
+			buf.WriteString(`\t`)
+		case r < 0x20 || r == '\u2028' || r == '\u2029':
+			buf.WriteString(`\u`)
+			buf.WriteByte(hex[r>>12&0xf])
+			buf.WriteByte(hex[r>>8&0xf])
+			buf.WriteByte(hex[r>>4&0xf])
+			buf.WriteByte(hex[r&0xf])
+		default:
+			// Strings come from the decoder, which has already replaced
+			// invalid UTF-8 with U+FFFD, so every rune is valid here.
+			buf.WriteRune(r)
+		}
+	}
+	buf.WriteByte('"')
+}

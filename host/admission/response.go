@@ -1,0 +1,189 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// PatchTypeJSONPatch is the only patch type admission.k8s.io/v1 defines.
+const PatchTypeJSONPatch = "JSONPatch"
+
+// CodeEvaluationFailed is the status code of a response for an evaluation
+// that failed (trap, timeout, malformed answer), as Kubewarden uses it.
+const CodeEvaluationFailed int32 = 500
+
+// errMutateWithoutObject is reported when a policy returns a mutated object
+// for a request that has none; there is nothing to patch.
+var errMutateWithoutObject = errors.New("the policy tried to mutate a request without object " +
+	"(request.object is null, as in DELETE requests); mutation is not allowed")
+
+// ValidationResponse is what a Kubewarden policy answers to `validate`.
+//
+// See https://docs.kubewarden.io/reference/spec/validating-policies
+type ValidationResponse struct {
+	// Accepted is whether the request is allowed. Required.
+	Accepted bool `json:"accepted"`
+	// Message explains a rejection.
+	Message *string `json:"message,omitempty"`
+	// Code is the HTTP status code of a rejection.
+	Code *int32 `json:"code,omitempty"`
+	// MutatedObject is the whole object as the policy wants it; nil if the
+	// policy does not mutate.
+	MutatedObject json.RawMessage `json:"mutated_object,omitempty"`
+	// AuditAnnotations are added to the audit event of the request.
+	AuditAnnotations map[string]string `json:"audit_annotations,omitempty"`
+	// Warnings are shown to the API client.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ParseValidationResponse decodes a policy's answer. It must be a JSON object
+// with a boolean "accepted"; the optional fields must have their documented
+// types or be null. Unknown keys are ignored, so newer policies still work.
+//
+// Keys are matched exactly: a policy answering "Accepted" is broken, and
+// saying so beats guessing.
+func ParseValidationResponse(data []byte) (*ValidationResponse, error) {
+	obj, err := decodeObject(bytes.TrimSpace(data))
+	if err != nil {
+		return nil, fmt.Errorf("decode validation response: %w", err)
+	}
+	vr := &ValidationResponse{}
+	raw, ok := obj["accepted"]
+	if !ok {
+		return nil, errors.New("decode validation response: field accepted is missing")
+	}
+	if err := json.Unmarshal(raw, &vr.Accepted); err != nil || isNull(raw) {
+		return nil, fmt.Errorf("decode validation response: field accepted must be a boolean, got %s", raw)
+	}
+	fields := []struct {
+		name string
+		dst  any
+	}{
+		{name: "message", dst: &vr.Message},
+		{name: "code", dst: &vr.Code},
+		{name: "audit_annotations", dst: &vr.AuditAnnotations},
+		{name: "warnings", dst: &vr.Warnings},
+	}
+	for _, f := range fields {
+		raw, ok := obj[f.name]
+		if !ok || isNull(raw) {
+			continue
+		}
+		if err := json.Unmarshal(raw, f.dst); err != nil {
+			return nil, fmt.Errorf("decode validation response: field %s: %w", f.name, err)
+		}
+	}
+	if raw, ok := obj["mutated_object"]; ok && !isNull(raw) {
+		vr.MutatedObject = raw
+	}
+	return vr, nil
+}
+
+// Response is the AdmissionResponse (admission.k8s.io/v1), with its fields
+// in the order kwctl prints them.
+//
+// See https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/#response
+type Response struct {
+	// UID echoes request.uid.
+	UID string `json:"uid"`
+	// Allowed is the verdict.
+	Allowed bool `json:"allowed"`
+	// PatchType is "JSONPatch" when Patch is set.
+	PatchType *string `json:"patchType,omitempty"`
+	// Patch is an RFC 6902 JSON Patch; encoding/json writes it as base64,
+	// which is what the API expects.
+	Patch []byte `json:"patch,omitempty"`
+	// Status carries the message and code of a rejection or failure.
+	Status *Status `json:"status,omitempty"`
+	// AuditAnnotations is always written (null when unset), as kwctl does.
+	AuditAnnotations map[string]string `json:"auditAnnotations"`
+	// Warnings is always written (null when unset), as kwctl does.
+	Warnings []string `json:"warnings"`
+}
+
+// Status is the subset of metav1.Status that a Kubewarden response uses.
+type Status struct {
+	// Message is shown to the API client.
+	Message string `json:"message,omitempty"`
+	// Code is the HTTP status code.
+	Code int32 `json:"code,omitempty"`
+}
+
+// Respond builds the AdmissionResponse for req from the policy's answer vr.
+//
+// The uid is echoed and allowed is vr.Accepted. A status is set when the
+// policy gave a message or a code (as kwctl does, also on acceptance).
+// When the policy returned a mutated object, the patch is computed against
+// the original request.object bytes, so it holds only the real changes; an
+// unchanged object yields no patch at all. Warnings and audit annotations are
+// passed through.
+//
+// A mutated object for a request without object (DELETE), or one that cannot
+// be diffed, yields an [Errored] response with code 500.
+func Respond(req *Request, vr *ValidationResponse) *Response {
+	resp := &Response{
+		UID:              req.UID,
+		Allowed:          vr.Accepted,
+		AuditAnnotations: vr.AuditAnnotations,
+		Warnings:         vr.Warnings,
+	}
+	if vr.Message != nil || vr.Code != nil {
+		resp.Status = &Status{}
+		if vr.Message != nil {
+			resp.Status.Message = *vr.Message
+		}
+		if vr.Code != nil {
+			resp.Status.Code = *vr.Code
+		}
+	}
+	if vr.MutatedObject == nil {
+		return resp
+	}
+	if req.Object == nil {
+		return Errored(req.UID, CodeEvaluationFailed, errMutateWithoutObject)
+	}
+	ops, err := diffDocuments(req.Object, vr.MutatedObject)
+	if err != nil {
+		return Errored(req.UID, CodeEvaluationFailed, fmt.Errorf("create patch: %w", err))
+	}
+	if len(ops) == 0 {
+		return resp
+	}
+	patchType := PatchTypeJSONPatch
+	resp.PatchType = &patchType
+	resp.Patch = encodePatch(ops)
+	return resp
+}
+
+// Errored is the response for an evaluation that failed: not allowed, with
+// code (500 for evaluation failures) and the reason as message.
+func Errored(uid string, code int32, err error) *Response {
+	status := &Status{Code: code}
+	if err != nil {
+		status.Message = err.Error()
+	}
+	return &Response{UID: uid, Allowed: false, Status: status}
+}
+
+// Marshal encodes resp as one line of compact JSON, the way kwctl prints it:
+// unlike json.Marshal it leaves <, > and & unescaped in messages.
+func Marshal(resp *Response) ([]byte, error) {
+	out, err := marshal(resp)
+	if err != nil {
+		return nil, fmt.Errorf("encode admission response: %w", err)
+	}
+	return out, nil
+}
+
+// marshal is json.Marshal without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

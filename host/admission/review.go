@@ -1,0 +1,214 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// kindAdmissionReview is the kind of a full AdmissionReview. A bare
+// AdmissionRequest also has a "kind" key, but its value is an object
+// (group/version/kind), so a string equal to this marks a review.
+const kindAdmissionReview = "AdmissionReview"
+
+// reviewAPIVersion is the only AdmissionReview version the host speaks.
+const reviewAPIVersion = "admission.k8s.io/v1"
+
+// GroupVersionKind is the kind of the object under admission.
+type GroupVersionKind struct {
+	Group   string `json:"group"`
+	Version string `json:"version"`
+	Kind    string `json:"kind"`
+}
+
+// String renders the kind as kubectl does ("apps/v1, Kind=Deployment").
+func (g GroupVersionKind) String() string {
+	gv := g.Version
+	if g.Group != "" {
+		gv = g.Group + "/" + g.Version
+	}
+	return gv + ", Kind=" + g.Kind
+}
+
+// Request is one admission request as the policy will see it.
+//
+// Only Raw is sent to the policy; the other fields are read from it for the
+// response (UID, Object) and for logs.
+type Request struct {
+	// Raw is the AdmissionRequest object, byte-for-byte as given (surrounding
+	// whitespace trimmed), never re-encoded.
+	Raw json.RawMessage
+	// UID is request.uid, "" if absent. Kubernetes always sends one; kwctl
+	// fixtures sometimes do not.
+	UID string
+	// Object is the raw request.object, nil if absent or null (DELETE).
+	Object json.RawMessage
+
+	// Kind is request.kind. Informational: zero if absent or malformed.
+	Kind GroupVersionKind
+	// Operation is request.operation (CREATE, UPDATE, DELETE, CONNECT).
+	// Informational, like the fields below: "" if absent or not a string.
+	Operation string
+	// Namespace is request.namespace.
+	Namespace string
+	// Name is request.name.
+	Name string
+	// SubResource is request.subResource.
+	SubResource string
+	// UserName is request.userInfo.username.
+	UserName string
+}
+
+// ParseRequest reads an AdmissionRequest from data, which is either a bare
+// AdmissionRequest (the kwctl fixture format) or a full AdmissionReview
+// (kind "AdmissionReview", whose .request is taken).
+//
+// The input must be a JSON object; an AdmissionReview must carry a request
+// object; request.uid, when present, must be a string. Everything else in
+// the request is passed to the policy untouched.
+//
+// # Notes
+//
+// Keys are matched exactly (case-sensitively), as the Kubernetes API
+// machinery does, and not case-insensitively as encoding/json would with
+// struct tags. When a key is duplicated the last value wins, as in
+// encoding/json.
+func ParseRequest(data []byte) (*Request, error) {
+	data = bytes.TrimSpace(data)
+	top, err := decodeObject(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode admission input: %w", err)
+	}
+
+	// Cloned so that the Request does not alias a buffer the caller may reuse
+	// (the members in top are copies already).
+	raw := json.RawMessage(bytes.Clone(data))
+	if isReview(top) {
+		rawReq, ok := top["request"]
+		if !ok || isNull(rawReq) {
+			return nil, errors.New("decode admission review: field request is missing")
+		}
+		if top, err = decodeObject(rawReq); err != nil {
+			return nil, fmt.Errorf("decode admission review: field request: %w", err)
+		}
+		raw = rawReq
+	}
+
+	req := &Request{Raw: raw}
+	if v, ok := top["uid"]; ok && !isNull(v) {
+		if err := json.Unmarshal(v, &req.UID); err != nil {
+			return nil, fmt.Errorf("decode admission request: field uid must be a string: %w", err)
+		}
+	}
+	if v, ok := top["object"]; ok && !isNull(v) {
+		req.Object = v
+	}
+
+	// The remaining fields only feed logs: a malformed one must not stop an
+	// evaluation that the policy itself may well be able to judge.
+	if v, ok := top["kind"]; ok {
+		var kind map[string]json.RawMessage
+		if json.Unmarshal(v, &kind) == nil {
+			req.Kind = GroupVersionKind{
+				Group:   stringField(kind, "group"),
+				Version: stringField(kind, "version"),
+				Kind:    stringField(kind, "kind"),
+			}
+		}
+	}
+	req.Operation = stringField(top, "operation")
+	req.Namespace = stringField(top, "namespace")
+	req.Name = stringField(top, "name")
+	req.SubResource = stringField(top, "subResource")
+	if v, ok := top["userInfo"]; ok {
+		var user map[string]json.RawMessage
+		if json.Unmarshal(v, &user) == nil {
+			req.UserName = stringField(user, "username")
+		}
+	}
+	return req, nil
+}
+
+// ValidationPayload builds the payload of the waPC `validate` operation:
+// {"request":<req.Raw>,"settings":<settings>}.
+//
+// The parts are concatenated, not re-encoded, so the policy receives the
+// request bytes exactly as given. Empty or null settings become {}, since
+// Kubewarden policies expect an object. The caller is responsible for
+// settings being valid JSON (they went through validate_settings first).
+func ValidationPayload(req *Request, settings json.RawMessage) []byte {
+	settings = bytes.TrimSpace(settings)
+	if len(settings) == 0 || isNull(settings) {
+		settings = json.RawMessage("{}")
+	}
+	const (
+		head = `{"request":`
+		mid  = `,"settings":`
+		tail = `}`
+	)
+	out := make([]byte, 0, len(head)+len(req.Raw)+len(mid)+len(settings)+len(tail))
+	out = append(out, head...)
+	out = append(out, req.Raw...)
+	out = append(out, mid...)
+	out = append(out, settings...)
+	out = append(out, tail...)
+	return out
+}
+
+// review is the AdmissionReview envelope around a response.
+type review struct {
+	APIVersion string    `json:"apiVersion"`
+	Kind       string    `json:"kind"`
+	Response   *Response `json:"response"`
+}
+
+// Review wraps resp in an admission.k8s.io/v1 AdmissionReview, as a webhook
+// answers the API server.
+func Review(resp *Response) ([]byte, error) {
+	out, err := marshal(review{APIVersion: reviewAPIVersion, Kind: kindAdmissionReview, Response: resp})
+	if err != nil {
+		return nil, fmt.Errorf("encode admission review: %w", err)
+	}
+	return out, nil
+}
+
+// decodeObject decodes data, which must be a JSON object, into its members
+// with their raw bytes.
+func decodeObject(data []byte) (map[string]json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	err := json.Unmarshal(data, &obj)
+	// Unmarshal checks the syntax of the whole input before decoding, so a
+	// type error means valid JSON of another type.
+	if typeErr := (*json.UnmarshalTypeError)(nil); errors.As(err, &typeErr) {
+		return nil, fmt.Errorf("must be a JSON object, got %s", typeErr.Value)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if obj == nil {
+		return nil, errors.New("must be a JSON object, got null")
+	}
+	return obj, nil
+}
+
+// isReview reports whether a decoded top-level object is an AdmissionReview.
+func isReview(top map[string]json.RawMessage) bool {
+	var kind string
+	v, ok := top["kind"]
+	return ok && json.Unmarshal(v, &kind) == nil && kind == kindAdmissionReview
+}
+
+// stringField returns obj[key] if it is a JSON string, else "".
+func stringField(obj map[string]json.RawMessage, key string) string {
+	var s string
+	if v, ok := obj[key]; ok {
+		_ = json.Unmarshal(v, &s) // not a string: leave ""
+	}
+	return s
+}
+
+// isNull reports whether raw (already valid JSON) is the literal null.
+func isNull(raw []byte) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
+}

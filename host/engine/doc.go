@@ -1,0 +1,24 @@
+// Package engine runs Kubewarden waPC policy modules on wazero.
+//
+// An [Engine] compiles a module once and evaluates it on a bounded set of
+// instances, each with its own linear memory capped by
+// [Options.MemoryLimitPages]. Every invocation gets a deadline
+// ([Options.Timeout]); an instance that trapped, timed out or exited is
+// discarded and a fresh one is created on the next invocation.
+//
+// The engine is generic: it runs any Kubewarden waPC module, including the
+// three shapes TinyGo produces:
+//
+//   - default (command) builds, whose _start runs main and then calls WASI
+//     proc_exit(0): the host's proc_exit unwinds without closing the module;
+//   - -buildmode=wasi-legacy builds, whose _start returns normally;
+//   - reactor builds (-buildmode=c-shared, or standard Go), which export
+//     _initialize and optionally wapc_init.
+//
+// Guest host calls (waPC __host_call) are answered by [Options.HostCalls];
+// the default, [KubewardenHostCalls], forwards policy log lines to the
+// logger and refuses every other capability.
+//
+// See https://wapc.io/docs/spec/ and
+// https://docs.kubewarden.io/reference/spec/intro-spec
+package engine

@@ -1,0 +1,89 @@
+;; host_call answers protocol_version "v1". "log" sends the payload to the
+;; kubewarden/tracing/log capability, "console" to __console_log, and any other
+;; operation to kubewarden/net/v1/dns_lookup_host, which the default host does
+;; not offer. It answers "ok:" + the host response or "error:" + the host
+;; error.
+(module
+  (import "wapc" "__guest_request" (func $guest_request (param i32 i32)))
+  (import "wapc" "__guest_response" (func $guest_response (param i32 i32)))
+  (import "wapc" "__host_call"
+    (func $host_call (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "wapc" "__host_response_len" (func $host_response_len (result i32)))
+  (import "wapc" "__host_response" (func $host_response (param i32)))
+  (import "wapc" "__host_error_len" (func $host_error_len (result i32)))
+  (import "wapc" "__host_error" (func $host_error (param i32)))
+  (import "wapc" "__console_log" (func $console_log (param i32 i32)))
+
+  ;; Memory layout: constants below 256, the operation at 256 (at most 256
+  ;; bytes), scratch from 1024, the payload at 65536 (memory grows to fit).
+  (memory (export "memory") 2)
+  (data (i32.const 0) "protocol_version")
+  (data (i32.const 16) "\"v1\"")
+
+  ;; $request fetches the operation and payload of the current call.
+  (func $request (param $op_len i32) (param $payload_len i32)
+    (local $pages i32)
+    (if (i32.gt_u (local.get $op_len) (i32.const 256)) (then (unreachable)))
+    ;; pages needed for 65536 + payload_len bytes
+    (local.set $pages
+      (i32.shr_u (i32.add (local.get $payload_len) (i32.const 0x1ffff)) (i32.const 16)))
+    (if (i32.gt_u (local.get $pages) (memory.size))
+      (then
+        (if (i32.eq (memory.grow (i32.sub (local.get $pages) (memory.size))) (i32.const -1))
+          (then (unreachable)))))
+    (call $guest_request (i32.const 256) (i32.const 65536)))
+
+  ;; $op_is reports whether the operation equals the len bytes at ptr.
+  (func $op_is (param $op_len i32) (param $ptr i32) (param $len i32) (result i32)
+    (local $i i32)
+    (if (i32.ne (local.get $op_len) (local.get $len)) (then (return (i32.const 0))))
+    (block $done
+      (loop $next
+        (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
+        (if (i32.ne (i32.load8_u offset=256 (local.get $i))
+                    (i32.load8_u (i32.add (local.get $ptr) (local.get $i))))
+          (then (return (i32.const 0))))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $next)))
+    (i32.const 1))
+  (data (i32.const 32) "kubewarden")
+  (data (i32.const 48) "tracing")
+  (data (i32.const 56) "log")
+  (data (i32.const 64) "net")
+  (data (i32.const 72) "v1/dns_lookup_host")
+  (data (i32.const 96) "ok:")
+  (data (i32.const 100) "error:")
+  (data (i32.const 112) "console")
+
+  (func (export "__guest_call") (param $op_len i32) (param $payload_len i32) (result i32)
+    (local $ok i32)
+    (call $request (local.get $op_len) (local.get $payload_len))
+    (if (call $op_is (local.get $op_len) (i32.const 0) (i32.const 16))
+      (then
+        (call $guest_response (i32.const 16) (i32.const 4))
+        (return (i32.const 1))))
+    (if (call $op_is (local.get $op_len) (i32.const 112) (i32.const 7))
+      (then
+        (call $console_log (i32.const 65536) (local.get $payload_len))
+        (return (i32.const 1))))
+    (if (call $op_is (local.get $op_len) (i32.const 56) (i32.const 3))
+      (then
+        (local.set $ok (call $host_call
+          (i32.const 32) (i32.const 10) (i32.const 48) (i32.const 7)
+          (i32.const 56) (i32.const 3) (i32.const 65536) (local.get $payload_len))))
+      (else
+        (local.set $ok (call $host_call
+          (i32.const 32) (i32.const 10) (i32.const 64) (i32.const 3)
+          (i32.const 72) (i32.const 18) (i32.const 65536) (local.get $payload_len)))))
+    ;; the answer is built at 1024: prefix just below, host bytes from 1024
+    (if (local.get $ok)
+      (then
+        (call $host_response (i32.const 1024))
+        (memory.copy (i32.const 1021) (i32.const 96) (i32.const 3))
+        (call $guest_response (i32.const 1021) (i32.add (call $host_response_len) (i32.const 3))))
+      (else
+        (call $host_error (i32.const 1024))
+        (memory.copy (i32.const 1018) (i32.const 100) (i32.const 6))
+        (call $guest_response (i32.const 1018) (i32.add (call $host_error_len) (i32.const 6)))))
+    (i32.const 1))
+)
