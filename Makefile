@@ -64,7 +64,7 @@ vet: ## go vet and gofmt
 
 .PHONY: test
 test: policy vet ## Everything CI runs: unit, fixture (native, wasm, CLI), second-host and fuzz-smoke tests
-	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory check-embedded
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 

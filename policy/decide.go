@@ -39,32 +39,41 @@ func rejectInput(err error) decision {
 	return reject("malformed", codeMalformed, err.Error())
 }
 
+// requestFields are the members of the AdmissionRequest the policy reads.
+var requestFields = []string{"kind", "operation", "userInfo", "object", "oldObject"}
+
+// request holds those members, found in one pass.
+type request struct {
+	kind, operation, userInfo, object, oldObject gjson.Result
+}
+
 // decide applies SPEC §4 to one AdmissionRequest.
 func decide(req gjson.Result, s *Settings) decision {
 	if !isObject(req) {
 		return reject("malformed", codeMalformed, "request: must be an object, got "+typeName(req))
 	}
-	kind, err := parseKind(req)
+	var f [5]gjson.Result
+	if err := members(req, "request", requestFields, f[:]); err != nil {
+		return rejectInput(err)
+	}
+	r := request{kind: f[0], operation: f[1], userInfo: f[2], object: f[3], oldObject: f[4]}
+	kind, err := parseKind(r.kind)
 	if err != nil {
 		return rejectInput(err)
 	}
-	opv, err := member(req, "request", "operation")
-	if err != nil {
-		return rejectInput(err)
-	}
-	if !opv.Exists() {
+	if !r.operation.Exists() {
 		return rejectInput(malformed("request.operation", "missing"))
 	}
-	if opv.Type != gjson.String {
-		return rejectInput(malformed("request.operation", "must be a string, got "+typeName(opv)))
+	if r.operation.Type != gjson.String {
+		return rejectInput(malformed("request.operation", "must be a string, got "+typeName(r.operation)))
 	}
-	op := opv.Str
-	d := decideKnown(req, s, kind, op)
+	op := r.operation.Str
+	d := decideKnown(r, s, kind, op)
 	d.kind, d.op = kind.kind, op
 	return d
 }
 
-func decideKnown(req gjson.Result, s *Settings, kind kindRef, op string) decision {
+func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	switch op {
 	case "CREATE", "UPDATE":
 	case "DELETE", "CONNECT":
@@ -76,11 +85,11 @@ func decideKnown(req gjson.Result, s *Settings, kind kindRef, op string) decisio
 	if !guarded {
 		return accept("pass-through: kind")
 	}
-	id, err := parseIdentity(req)
+	id, err := parseIdentity(r.userInfo)
 	if err != nil {
 		return rejectInput(err)
 	}
-	obj, err := objectField(req, "object")
+	obj, err := objectField(r.object, "object")
 	if err != nil {
 		return rejectInput(err)
 	}
@@ -92,7 +101,7 @@ func decideKnown(req gjson.Result, s *Settings, kind kindRef, op string) decisio
 	if op == "CREATE" {
 		d, err = decideCreate(s, kind, id, cur)
 	} else {
-		d, err = decideUpdate(req, path, cur)
+		d, err = decideUpdate(r, path, cur)
 	}
 	if err != nil {
 		d = rejectInput(err)
@@ -149,8 +158,8 @@ func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decisio
 // decideUpdate: SPEC §4, UPDATE. Nobody may change the recorded identity,
 // whatever the settings: the rules hold for allowed submitters and with
 // bypassAuth too.
-func decideUpdate(req gjson.Result, path []string, cur *podMeta) (decision, error) {
-	oldRaw, err := objectField(req, "oldObject")
+func decideUpdate(r request, path []string, cur *podMeta) (decision, error) {
+	oldRaw, err := objectField(r.oldObject, "oldObject")
 	if err != nil {
 		return decision{}, err
 	}
@@ -200,11 +209,7 @@ func allowed(s *Settings, id identity) bool {
 
 // parseKind reads request.kind. The version is ignored: the JSON layout of
 // every guarded kind is the same in all its versions.
-func parseKind(req gjson.Result) (kindRef, error) {
-	k, err := member(req, "request", "kind")
-	if err != nil {
-		return kindRef{}, err
-	}
+func parseKind(k gjson.Result) (kindRef, error) {
 	if !isObject(k) {
 		if !k.Exists() {
 			return kindRef{}, malformed("request.kind", "missing")
@@ -231,18 +236,14 @@ func parseKind(req gjson.Result) (kindRef, error) {
 	return kindRef{group: group.Str, kind: kind.Str}, nil
 }
 
-// objectField returns request.object or request.oldObject, which must be a
-// JSON object.
-func objectField(req gjson.Result, name string) ([]byte, error) {
-	v, err := member(req, "request", name)
-	if err != nil {
-		return nil, err
-	}
+// objectField checks request.object or request.oldObject, which must be a
+// JSON object, and returns its text (a view into the payload, not a copy).
+func objectField(v gjson.Result, name string) (string, error) {
 	if !present(v) {
-		return nil, malformed("request."+name, "missing")
+		return "", malformed("request."+name, "missing")
 	}
 	if !isObject(v) {
-		return nil, malformed("request."+name, "must be an object, got "+typeName(v))
+		return "", malformed("request."+name, "must be an object, got "+typeName(v))
 	}
-	return []byte(v.Raw), nil
+	return v.Raw, nil
 }

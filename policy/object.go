@@ -24,18 +24,20 @@ var metadataPaths = map[kindRef][]string{
 // podMeta is the metadata object that carries the annotation, as found in
 // one version of the object (request.object or request.oldObject).
 type podMeta struct {
-	raw   []byte         // the whole object, as received
+	raw   string         // the whole object, as received
 	field string         // JSON path of the object, for messages
 	path  []string       // path from the object to the metadata
 	found []gjson.Result // found[i] is the object at path[:i] (found[0] is the root); len(found)-1 levels exist
 	meta  gjson.Result   // the metadata object, if every level exists
+	// annotations is the annotations map, once annotation() has found it.
+	annotations gjson.Result
 }
 
 // locate walks raw along path. Levels that are absent or null are fine (a
 // partial object); a level of the wrong type or a duplicated key is not.
-func locate(raw []byte, field string, path []string) (*podMeta, error) {
+func locate(raw string, field string, path []string) (*podMeta, error) {
 	raw = trimSpace(raw) // gjson's top-level Raw runs to the end of its input
-	root := gjson.ParseBytes(raw)
+	root := gjson.Parse(raw)
 	if !isObject(root) {
 		return nil, malformed(field, "must be an object, got "+typeName(root))
 	}
@@ -83,6 +85,9 @@ func (pm *podMeta) stringMapEntry(mapName, key string) (value gjson.Result, ok b
 	if !isObject(m) {
 		return gjson.Result{}, false, malformed(mf, "must be an object, got "+typeName(m))
 	}
+	if mapName == "annotations" {
+		pm.annotations = m
+	}
 	v, err := member(m, mf, key)
 	if err != nil || !v.Exists() {
 		return gjson.Result{}, false, err
@@ -110,11 +115,9 @@ func (pm *podMeta) withAnnotation(valueToken []byte) []byte {
 	levels := append(append([]string(nil), pm.path...), "annotations", AnnotationKey)
 	depth := len(pm.found) - 1 // pm.path[:depth] exist
 	parent := pm.found[depth]
-	if depth == len(pm.path) {
-		if ann, err := member(pm.meta, "", "annotations"); err == nil && isObject(ann) {
-			parent = ann
-			depth++
-		}
+	if depth == len(pm.path) && isObject(pm.annotations) {
+		parent = pm.annotations
+		depth++
 	}
 	missing := levels[depth:]
 
@@ -159,7 +162,7 @@ func (pm *podMeta) withAnnotation(valueToken []byte) []byte {
 	return append(out, pm.raw[end:]...)
 }
 
-func trimSpace(b []byte) []byte {
+func trimSpace(b string) string {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
 		b = b[1:]
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -90,4 +92,21 @@ func TestCachedSettings_keyedByContent(t *testing.T) {
 	assert.True(t, a.BypassAuth)
 	assert.False(t, b.BypassAuth)
 	assert.True(t, c.BypassAuth)
+}
+
+// The payload is read without copying, so the settings cache must keep its
+// own copy of the key: a caller reusing its buffer for different settings
+// of the same length must not get the old, cached settings.
+func TestCachedSettings_ownsItsKey(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(fixtures.Dir(), "base", "pod.json"))
+	require.NoError(t, err)
+	buf := []byte(`{"settings":{"bypassAuth":true },"request":` + string(raw) + `}`)
+	out, err := validate(buf)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"accepted":true`)
+
+	copy(buf, `{"settings":{"bypassAuth":12345}`) // same length, now invalid
+	out, err = validate(buf)
+	require.NoError(t, err)
+	assert.Contains(t, string(out), `settings are not valid: settings.bypassAuth: must be a boolean, got number 12345`)
 }

@@ -21,12 +21,8 @@ type identity struct {
 // username that is not a string or groups that are not an array of strings
 // are malformed: the API server always sends them well-formed, so anything
 // else did not come from it.
-func parseIdentity(req gjson.Result) (identity, error) {
+func parseIdentity(ui gjson.Result) (identity, error) {
 	var id identity
-	ui, err := member(req, "request", "userInfo")
-	if err != nil {
-		return id, err
-	}
 	if !present(ui) {
 		return id, malformed("request.userInfo", "missing")
 	}

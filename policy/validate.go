@@ -1,7 +1,9 @@
 package main
 
 import (
+	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -16,25 +18,27 @@ func validate(payload []byte) ([]byte, error) {
 	return d.appendResponse(make([]byte, 0, 64+len(d.mutated))), nil
 }
 
+// payloadFields are the members of a ValidationRequest.
+var payloadFields = []string{"settings", "request"}
+
 func evaluate(payload []byte) decision {
 	if !gjson.ValidBytes(payload) {
 		return reject("malformed", codeMalformed, "payload: not valid JSON")
 	}
-	root := gjson.ParseBytes(payload)
+	// A view of the payload, not a copy: the payload is not changed while
+	// the call runs, and nothing that outlives the call points into it.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(payload), len(payload)))
 	if !isObject(root) {
 		return reject("malformed", codeMalformed, "payload: must be an object, got "+typeName(root))
 	}
-	rawSettings, err := member(root, "", "settings")
-	if err != nil {
+	var f [2]gjson.Result
+	if err := members(root, "", payloadFields, f[:]); err != nil {
 		return rejectInput(err)
 	}
+	rawSettings, req := f[0], f[1]
 	s, err := cachedSettings(rawSettings)
 	if err != nil {
 		return reject("malformed", codeMalformed, "settings are not valid: "+err.Error())
-	}
-	req, err := member(root, "", "request")
-	if err != nil {
-		return rejectInput(err)
 	}
 	if !req.Exists() {
 		return rejectInput(malformed("request", "missing"))
@@ -82,7 +86,9 @@ func cachedSettings(raw gjson.Result) (*Settings, error) {
 		return settingsCache.settings, settingsCache.err
 	}
 	s, err := parseSettings(raw)
-	settingsCache.raw, settingsCache.settings, settingsCache.err, settingsCache.valid = raw.Raw, s, err, true
+	// The key is cloned: raw.Raw is a view of a payload that the caller
+	// may reuse once the call returns.
+	settingsCache.raw, settingsCache.settings, settingsCache.err, settingsCache.valid = strings.Clone(raw.Raw), s, err, true
 	return s, err
 }
 
