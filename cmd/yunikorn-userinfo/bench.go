@@ -73,22 +73,12 @@ func (a *app) runBench(ctx context.Context, args []string, f *benchFlags) error 
 	case f.warmUpTime < 0 || f.measurementTime < 0:
 		return fmt.Errorf("invalid --warm-up-time or --measurement-time: must not be negative")
 	}
-	logger, err := a.logger()
+	s, err := a.openEval(ctx, args, &f.evalFlags)
 	if err != nil {
 		return err
 	}
-	in, err := a.readEvalInputs(args, &f.evalFlags)
-	if err != nil {
-		return err
-	}
-	eng, err := a.newEngine(ctx, logger, in, &f.evalFlags)
-	if err != nil {
-		return err
-	}
-	defer eng.Close(context.WithoutCancel(ctx))
-	if err := checkSettings(ctx, eng, in.settings); err != nil {
-		return err
-	}
+	defer s.eng.Close(context.WithoutCancel(ctx))
+	logger, in, eng := s.logger, s.in, s.eng
 
 	payload := admission.ValidationPayload(in.request, in.settings)
 	ops := []struct {

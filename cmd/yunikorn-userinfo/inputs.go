@@ -176,6 +176,35 @@ func jsonKind(data []byte) string {
 	}
 }
 
+// evalSession is what run and bench share: the inputs read, the module
+// compiled, and the settings accepted by the policy.
+type evalSession struct {
+	logger *slog.Logger
+	in     *evalInputs
+	eng    *engine.Engine
+}
+
+// openEval prepares an evaluation; the caller closes s.eng.
+func (a *app) openEval(ctx context.Context, args []string, f *evalFlags) (*evalSession, error) {
+	logger, err := a.logger()
+	if err != nil {
+		return nil, err
+	}
+	in, err := a.readEvalInputs(args, f)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := a.newEngine(ctx, logger, in, f)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSettings(ctx, eng, in.settings); err != nil {
+		_ = eng.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return &evalSession{logger: logger, in: in, eng: eng}, nil
+}
+
 // newEngine compiles the module for a CLI command: one instance, since the
 // CLI evaluates sequentially.
 func (a *app) newEngine(ctx context.Context, logger *slog.Logger, in *evalInputs, f *evalFlags) (*engine.Engine, error) {

@@ -42,24 +42,12 @@ Logs go to stderr; use -v to see the policy's own log lines.`,
 }
 
 func (a *app) runRun(ctx context.Context, args []string, f *runFlags) error {
-	logger, err := a.logger()
+	s, err := a.openEval(ctx, args, &f.evalFlags)
 	if err != nil {
 		return err
 	}
-	in, err := a.readEvalInputs(args, &f.evalFlags)
-	if err != nil {
-		return err
-	}
-	eng, err := a.newEngine(ctx, logger, in, &f.evalFlags)
-	if err != nil {
-		return err
-	}
-	defer eng.Close(context.WithoutCancel(ctx))
-
-	if err := checkSettings(ctx, eng, in.settings); err != nil {
-		return err
-	}
-	resp := evaluate(ctx, logger, eng, in)
+	defer s.eng.Close(context.WithoutCancel(ctx))
+	resp := evaluate(ctx, s.logger, s.eng, s.in)
 	out, err := admission.Marshal(resp)
 	if err != nil {
 		return err

@@ -27,7 +27,7 @@ import (
 // policyWasm reads the module under test: $POLICY_WASM (set by `make
 // test`), else build/policy.wasm. Without one, the test is skipped locally
 // but fails in CI, where a missing module must never pass silently.
-func policyWasm(t *testing.T) []byte {
+func policyWasm(t testing.TB) []byte {
 	t.Helper()
 	path := os.Getenv("POLICY_WASM")
 	if path == "" {
