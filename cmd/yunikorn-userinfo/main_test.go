@@ -202,7 +202,9 @@ func TestRun_evaluationFailureIsAResponse(t *testing.T) {
 	assert.Equal(t, 0, res.code, "a failed evaluation is reported in the response, as kwctl does")
 	assert.Equal(t, `{"uid":"`+requestUID+`","allowed":false,"status":{"message":"validate: test guest failure","code":500},`+
 		`"auditAnnotations":null,"warnings":null}`+"\n", res.stdout)
-	assert.Empty(t, res.stderr)
+	// The full error (for a trap, with its Wasm stack trace) is logged.
+	assert.Contains(t, res.stderr, `level=WARN msg="evaluation failed"`)
+	assert.Contains(t, res.stderr, `error="validate: test guest failure"`)
 }
 
 func TestRun_invalidSettings(t *testing.T) {

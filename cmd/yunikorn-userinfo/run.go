@@ -63,12 +63,12 @@ func evaluate(ctx context.Context, logger *slog.Logger, eng *engine.Engine, in *
 	req := in.request
 	out, err := eng.Validate(ctx, admission.ValidationPayload(req, in.settings))
 	if err != nil {
-		logger.DebugContext(ctx, "evaluation failed", "uid", req.UID, "error", err)
+		logger.WarnContext(ctx, "evaluation failed", "uid", req.UID, "error", err)
 		return admission.Errored(req.UID, admission.CodeEvaluationFailed, err)
 	}
 	vr, err := admission.ParseValidationResponse(out)
 	if err != nil {
-		logger.DebugContext(ctx, "evaluation failed", "uid", req.UID, "error", err)
+		logger.WarnContext(ctx, "evaluation failed", "uid", req.UID, "error", err)
 		return admission.Errored(req.UID, admission.CodeEvaluationFailed, err)
 	}
 	resp := admission.Respond(req, vr)

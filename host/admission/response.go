@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // PatchTypeJSONPatch is the only patch type admission.k8s.io/v1 defines.
@@ -162,7 +163,9 @@ func Respond(req *Request, vr *ValidationResponse) *Response {
 func Errored(uid string, code int32, err error) *Response {
 	status := &Status{Code: code}
 	if err != nil {
-		status.Message = err.Error()
+		// The first line says what failed; what follows (a Wasm stack
+		// trace, for a trap) is for the host's log, not the API client.
+		status.Message, _, _ = strings.Cut(err.Error(), "\n")
 	}
 	return &Response{UID: uid, Allowed: false, Status: status}
 }

@@ -285,6 +285,14 @@ func TestErrored(t *testing.T) {
 				`"auditAnnotations":null,"warnings":null}`,
 		},
 		{
+			name: "stack trace kept out of the response",
+			uid:  "u",
+			code: CodeEvaluationFailed,
+			err:  errors.New("invoke \"validate\": guest trapped: wasm error: unreachable\nwasm stack trace:\n\t.$4(i32,i32) i32"),
+			wantJSON: `{"uid":"u","allowed":false,"status":{"message":"invoke \"validate\": guest trapped: wasm error: unreachable","code":500},` +
+				`"auditAnnotations":null,"warnings":null}`,
+		},
+		{
 			name:     "nil error",
 			uid:      "",
 			code:     400,
