@@ -95,3 +95,17 @@ func join(field, key string) string {
 	}
 	return field + "[" + quote(key) + "]"
 }
+
+// describe names v's type and, for a short value, shows it as written: what
+// an operator needs to find the mistake in a settings file.
+func describe(v gjson.Result) string {
+	const limit = 64
+	if v.Type == gjson.Null {
+		return "null"
+	}
+	raw := v.Raw
+	if len(raw) > limit {
+		raw = raw[:limit] + "..."
+	}
+	return typeName(v) + " " + raw
+}

@@ -88,7 +88,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 		case keyUserLabelKey:
 			switch {
 			case v.Type != gjson.String:
-				errs.problems = append(errs.problems, "settings."+key+": must be a string, got "+typeName(v)+" "+v.Raw)
+				errs.problems = append(errs.problems, "settings."+key+": must be a string, got "+describe(v))
 			case strings.TrimSpace(v.Str) == "":
 				errs.problems = append(errs.problems, "settings."+key+": must not be empty")
 			default:
@@ -118,7 +118,7 @@ func parseBool(errs *settingsError, key string, v gjson.Result, def bool) bool {
 	case gjson.False:
 		return false
 	}
-	errs.problems = append(errs.problems, "settings."+key+": must be a boolean, got "+typeName(v)+" "+v.Raw)
+	errs.problems = append(errs.problems, "settings."+key+": must be a boolean, got "+describe(v))
 	return def
 }
 
@@ -141,7 +141,7 @@ func parseList(errs *settingsError, key string, v gjson.Result) ([]string, bool)
 		i := 0
 		v.ForEach(func(_, e gjson.Result) bool {
 			if e.Type != gjson.String {
-				errs.problems = append(errs.problems, "settings."+key+"["+strconv.Itoa(i)+"]: must be a string, got "+typeName(e)+" "+e.Raw)
+				errs.problems = append(errs.problems, "settings."+key+"["+strconv.Itoa(i)+"]: must be a string, got "+describe(e))
 				ok = false
 			} else {
 				out = append(out, e.Str)
@@ -151,7 +151,7 @@ func parseList(errs *settingsError, key string, v gjson.Result) ([]string, bool)
 		})
 		return out, ok
 	}
-	errs.problems = append(errs.problems, "settings."+key+": must be a list of regular expressions (an array of strings or one comma-separated string), got "+typeName(v)+" "+v.Raw)
+	errs.problems = append(errs.problems, "settings."+key+": must be a list of regular expressions (an array of strings or one comma-separated string), got "+describe(v))
 	return nil, false
 }
 
