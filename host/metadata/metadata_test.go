@@ -39,6 +39,7 @@ func TestParse_repositoryMetadata(t *testing.T) {
 		{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments", "replicasets", "statefulsets", "daemonsets"}, Operations: []Operation{"CREATE", "UPDATE"}},
 		{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs", "cronjobs"}, Operations: []Operation{"CREATE", "UPDATE"}},
 		{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"replicationcontrollers"}, Operations: []Operation{"CREATE", "UPDATE"}},
+		{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/status", "pods/ephemeralcontainers"}, Operations: []Operation{"UPDATE"}},
 	}, md.Rules)
 	assert.Equal(t, "high", md.Annotations[AnnotationSeverity])
 	assert.Equal(t, "0.1.0", md.Annotations["io.kubewarden.policy.version"])
