@@ -81,6 +81,9 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	default:
 		return rejectInput(malformed("request.operation", "unknown operation "+quote(op)))
 	}
+	if kind == bindingKind {
+		return decideBinding(r)
+	}
 	path, guarded := metadataPaths[kind]
 	if !guarded {
 		return accept("pass-through: kind")
@@ -189,6 +192,33 @@ func decideUpdate(r request, path []string, cur *podMeta) (decision, error) {
 		return d, nil
 	}
 	return reject("update: changed", codeForbidden, msgChangeNotAllowed), nil
+}
+
+// bindingKind is what a pods/binding (or legacy bindings) request carries.
+var bindingKind = kindRef{"", "Binding"}
+
+// decideBinding guards the one other way to write a Pod's annotations: the
+// API server merges a Binding's metadata.annotations into the bound Pod in
+// its storage layer, where no Pod UPDATE is admitted. A Binding carrying
+// the annotation would change it unchecked, so it is refused, for everyone;
+// any other Binding passes untouched.
+func decideBinding(r request) decision {
+	obj, err := objectField(r.object, "object")
+	if err != nil {
+		return rejectInput(err)
+	}
+	b, err := locate(obj, "request.object", []string{"metadata"})
+	if err != nil {
+		return rejectInput(err)
+	}
+	_, _, present, err := b.annotation()
+	switch {
+	case err != nil:
+		return rejectInput(err)
+	case present:
+		return reject("binding: carries the annotation", codeForbidden, msgChangeNotAllowed)
+	}
+	return accept("binding: no annotation")
 }
 
 // allowed reports whether the submitter may supply the annotation (SPEC §3).
