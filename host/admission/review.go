@@ -22,15 +22,6 @@ type GroupVersionKind struct {
 	Kind    string `json:"kind"`
 }
 
-// String renders the kind as kubectl does ("apps/v1, Kind=Deployment").
-func (g GroupVersionKind) String() string {
-	gv := g.Version
-	if g.Group != "" {
-		gv = g.Group + "/" + g.Version
-	}
-	return gv + ", Kind=" + g.Kind
-}
-
 // Request is one admission request as the policy will see it.
 //
 // Only Raw is sent to the policy; the other fields are read from it for the

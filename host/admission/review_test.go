@@ -217,21 +217,3 @@ func TestReview(t *testing.T) {
 			`{"uid":"abc","allowed":false,"status":{"message":"a < b & c","code":403},"auditAnnotations":null,"warnings":null}}`,
 		string(got))
 }
-
-func TestGroupVersionKind_String(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		gvk  GroupVersionKind
-		want string
-	}{
-		{name: "core", gvk: GroupVersionKind{Version: "v1", Kind: "Pod"}, want: "v1, Kind=Pod"},
-		{name: "group", gvk: GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, want: "apps/v1, Kind=Deployment"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			assert.Equal(t, tc.want, tc.gvk.String())
-		})
-	}
-}

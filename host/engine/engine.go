@@ -140,8 +140,7 @@ func New(ctx context.Context, wasm []byte, opts Options) (*Engine, error) {
 	opts.setDefaults()
 	cfg := wazero.NewRuntimeConfig().
 		WithCloseOnContextDone(true). // how deadlines stop a looping guest
-		WithMemoryLimitPages(opts.MemoryLimitPages).
-		WithCustomSections(true) // for Kubewarden metadata (io.kubewarden.metadata)
+		WithMemoryLimitPages(opts.MemoryLimitPages)
 	if opts.CompilationCache != nil {
 		cfg = cfg.WithCompilationCache(opts.CompilationCache)
 	}
@@ -365,17 +364,6 @@ func (e *Engine) ValidateSettings(ctx context.Context, settings []byte) (Setting
 // ({"request": ..., "settings": ...}) and returns the raw ValidationResponse.
 func (e *Engine) Validate(ctx context.Context, payload []byte) ([]byte, error) {
 	return e.Invoke(ctx, OperationValidate, payload)
-}
-
-// CustomSection returns a copy of the named custom section of the module,
-// e.g. Kubewarden's "io.kubewarden.metadata", and whether it exists.
-func (e *Engine) CustomSection(name string) ([]byte, bool) {
-	for _, s := range e.compiled.CustomSections() {
-		if s.Name() == name {
-			return bytes.Clone(s.Data()), true
-		}
-	}
-	return nil, false
 }
 
 // Stats returns a snapshot of the instance set.

@@ -437,44 +437,6 @@ func TestEngine_Close(t *testing.T) {
 	assert.Equal(t, engine.Stats{}, e.Stats())
 }
 
-func TestEngine_CustomSection(t *testing.T) {
-	t.Parallel()
-	metadata := []byte(`{"protocolVersion":"v1"}`)
-	wasm := appendCustomSection(readGuest(t, "echo"), "io.kubewarden.metadata", metadata)
-	e, err := engine.New(t.Context(), wasm, engine.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { assert.NoError(t, e.Close(context.Background())) })
-
-	tests := []struct {
-		name    string
-		section string
-		want    []byte
-		wantOK  bool
-	}{
-		{name: "present", section: "io.kubewarden.metadata", want: metadata, wantOK: true},
-		{name: "absent", section: "missing"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, ok := e.CustomSection(tc.section)
-			assert.Equal(t, tc.wantOK, ok)
-			assert.Equal(t, tc.want, got)
-		})
-	}
-}
-
-// appendCustomSection appends a custom section (id 0) to a module. Names and
-// data here are short, so every LEB128 length fits one byte.
-func appendCustomSection(wasm []byte, name string, data []byte) []byte {
-	content := append([]byte{byte(len(name))}, name...)
-	content = append(content, data...)
-	out := append([]byte(nil), wasm...)
-	out = append(out, 0, byte(len(content)))
-	return append(out, content...)
-}
-
-// TestPolicyWasm runs the project's built policy, if there is one.
 func TestPolicyWasm(t *testing.T) {
 	t.Parallel()
 	path := os.Getenv("POLICY_WASM")

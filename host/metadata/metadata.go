@@ -162,20 +162,6 @@ func Decode(section []byte) (*Metadata, error) {
 	return w.metadata()
 }
 
-// Read returns the metadata stored in the module's io.kubewarden.metadata
-// section, and false if the module has no such section.
-func Read(wasm []byte) (*Metadata, bool, error) {
-	section, ok, err := ReadCustomSection(wasm, SectionName)
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	md, err := Decode(section)
-	if err != nil {
-		return nil, false, err
-	}
-	return md, true, nil
-}
-
 func (w *wire) metadata() (*Metadata, error) {
 	if w.Mutating == nil {
 		return nil, errors.New("mutating: required field is missing")
@@ -271,16 +257,6 @@ func (m Metadata) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("encode metadata: %w", err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
-
-// UnmarshalJSON reads the section JSON like [Decode].
-func (m *Metadata) UnmarshalJSON(data []byte) error {
-	md, err := Decode(data)
-	if err != nil {
-		return err
-	}
-	*m = *md
-	return nil
 }
 
 func nonNil[T any](s []T) []T {

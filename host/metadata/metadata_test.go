@@ -285,29 +285,3 @@ func TestDecode(t *testing.T) {
 		assert.ErrorContains(t, err, "decode metadata section")
 	})
 }
-
-func TestRead(t *testing.T) {
-	t.Parallel()
-	md := validMetadata()
-	md.ProtocolVersion = ProtocolV1
-	md.ContextAwareResources = []ContextAwareResource{}
-	section, err := md.MarshalJSON()
-	require.NoError(t, err)
-	base := module(typeSection, functionSection, exportSection, codeSection)
-	annotated, err := SetCustomSection(base, SectionName, section)
-	require.NoError(t, err)
-
-	got, ok, err := Read(annotated)
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, md, got)
-
-	_, ok, err = Read(base)
-	require.NoError(t, err)
-	assert.False(t, ok)
-
-	broken, err := SetCustomSection(base, SectionName, []byte("{"))
-	require.NoError(t, err)
-	_, _, err = Read(broken)
-	assert.ErrorContains(t, err, "decode metadata section")
-}
