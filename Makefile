@@ -83,8 +83,8 @@ fuzz: ## A short, bounded fuzz run of each target (FUZZTIME, default 10s)
 	$(GO) test ./host/admission -run '^$$' -fuzz '^FuzzCreatePatch$$' -fuzztime $(FUZZTIME) >/dev/null
 
 .PHONY: golden
-golden: policy ## Rewrite the CLI golden files from the current build (review the diff)
-	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test ./cmd/yunikorn-userinfo -run Fixtures -update
+golden: embed ## Rewrite the CLI golden file from a fresh build of the embedded policy (review the diff)
+	$(GO) test ./cmd/yunikorn-userinfo -run TestRun_fixtures -update
 
 .PHONY: bench
 bench: build ## validate / validate_settings timings on a Pod and a Deployment fixture
