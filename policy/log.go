@@ -43,5 +43,3 @@ func logDecision(d decision) {
 	b = append(b, '}', '\n')
 	logSink(b)
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -121,24 +121,14 @@ func (pm *podMeta) withAnnotation(valueToken []byte) []byte {
 	}
 	missing := levels[depth:]
 
-	// missing[0] becomes a member of parent; the rest nest inside its value.
-	var val []byte
+	// missing[0] becomes a member of parent; the rest nest inside its
+	// value, built from the innermost level out.
+	val := valueToken
 	for i := len(missing) - 1; i >= 1; i-- {
-		k := missing[i]
-		var inner []byte
-		inner = append(inner, '{')
-		inner = appendJSONString(inner, k)
-		inner = append(inner, ':')
-		if i == len(missing)-1 {
-			inner = append(inner, valueToken...)
-		} else {
-			inner = append(inner, val...)
-		}
-		inner = append(inner, '}')
-		val = inner
-	}
-	if len(missing) == 1 {
-		val = valueToken
+		wrapped := appendJSONString([]byte{'{'}, missing[i])
+		wrapped = append(wrapped, ':')
+		wrapped = append(wrapped, val...)
+		val = append(wrapped, '}')
 	}
 
 	existing, _ := member(parent, "", missing[0])

@@ -50,10 +50,9 @@ func (e *settingsError) Error() string { return strings.Join(e.problems, "; ") }
 // expressions that do not compile are errors naming the key and the value.
 func parseSettings(raw gjson.Result) (*Settings, error) {
 	s := &Settings{TrustControllers: true, UserLabelKey: DefaultUserLabelKey}
-	systemUsers := defaultSystemUsers
 	var errs settingsError
 	if !present(raw) {
-		s.SystemUsers = mustCompileAll(systemUsers)
+		s.SystemUsers = mustCompileAll(defaultSystemUsers)
 		return s, nil
 	}
 	if !isObject(raw) {
@@ -74,7 +73,6 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.TrustControllers = parseBool(&errs, key, v, s.TrustControllers)
 		case keySystemUsers:
 			if list, ok := parseList(&errs, key, v); ok {
-				systemUsers = list
 				s.SystemUsers = compileAll(&errs, key, list)
 			}
 		case keyExternalUsers:
@@ -104,7 +102,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 		return nil, &errs
 	}
 	if !seen[keySystemUsers] {
-		s.SystemUsers = mustCompileAll(systemUsers)
+		s.SystemUsers = mustCompileAll(defaultSystemUsers)
 	}
 	return s, nil
 }

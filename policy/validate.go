@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"sync"
 	"unsafe"
@@ -107,7 +108,7 @@ func (d decision) appendResponse(b []byte) []byte {
 	}
 	if d.code != 0 {
 		b = append(b, `,"code":`...)
-		b = append(b, itoa(d.code)...)
+		b = strconv.AppendInt(b, int64(d.code), 10)
 	}
 	if d.mutated != nil {
 		b = append(b, `,"mutated_object":`...)
