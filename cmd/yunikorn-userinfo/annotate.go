@@ -82,9 +82,9 @@ func (a *app) runAnnotate(ctx context.Context, module string, f *annotateFlags) 
 	if err != nil {
 		return err
 	}
-	eng, err := engine.New(ctx, wasm, engine.Options{Logger: logger, MaxInstances: 1})
+	eng, err := a.loadModule(ctx, name, wasm, engine.Options{Logger: logger, MaxInstances: 1})
 	if err != nil {
-		return fmt.Errorf("load policy %s: %w", name, err)
+		return err
 	}
 	defer eng.Close(context.WithoutCancel(ctx))
 	if md.ProtocolVersion, err = eng.ProtocolVersion(ctx); err != nil {

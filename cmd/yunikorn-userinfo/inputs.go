@@ -208,27 +208,32 @@ func (a *app) openEval(ctx context.Context, args []string, f *evalFlags) (*evalS
 // newEngine compiles the module for a CLI command: one instance, since the
 // CLI evaluates sequentially.
 func (a *app) newEngine(ctx context.Context, logger *slog.Logger, in *evalInputs, f *evalFlags) (*engine.Engine, error) {
+	return a.loadModule(ctx, in.moduleName, in.module, engine.Options{
+		Logger:           logger,
+		MaxInstances:     1,
+		Timeout:          f.timeout,
+		MemoryLimitPages: f.memoryLimitMiB * pagesPerMiB,
+	})
+}
+
+// loadModule compiles a module for any command, with the compilation cache
+// of --cache-dir (or the injected one) so every command honours it.
+func (a *app) loadModule(ctx context.Context, name string, module []byte, opts engine.Options) (*engine.Engine, error) {
 	start := time.Now()
-	cache := a.cache
+	opts.CompilationCache = a.cache
 	if a.global.cacheDir != "" {
 		var err error
-		if cache, err = wazero.NewCompilationCacheWithDir(a.global.cacheDir); err != nil {
+		if opts.CompilationCache, err = wazero.NewCompilationCacheWithDir(a.global.cacheDir); err != nil {
 			return nil, fmt.Errorf("open compilation cache %s: %w", a.global.cacheDir, err)
 		}
 		// Not closed: wazero requires every runtime using a cache to be
 		// closed first, and the process ends with the command anyway.
 	}
-	eng, err := engine.New(ctx, in.module, engine.Options{
-		Logger:           logger,
-		MaxInstances:     1,
-		Timeout:          f.timeout,
-		MemoryLimitPages: f.memoryLimitMiB * pagesPerMiB,
-		CompilationCache: cache,
-	})
+	eng, err := engine.New(ctx, module, opts)
 	if err != nil {
-		return nil, fmt.Errorf("load policy %s: %w", in.moduleName, err)
+		return nil, fmt.Errorf("load policy %s: %w", name, err)
 	}
-	logger.DebugContext(ctx, "policy loaded", "module", in.moduleName, "bytes", len(in.module),
+	opts.Logger.DebugContext(ctx, "policy loaded", "module", name, "bytes", len(module),
 		"duration_ms", time.Since(start).Milliseconds())
 	return eng, nil
 }
