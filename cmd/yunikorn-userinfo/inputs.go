@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/tetratelabs/wazero"
-	"sigs.k8s.io/yaml"
 
 	"github.com/yunikorn-userinfo/userinfo/host/admission"
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/settings"
 )
 
 // embeddedName names the embedded module in logs and messages.
@@ -124,55 +123,11 @@ func (a *app) readFileOrStdin(path string) ([]byte, error) {
 func (a *app) readSettings(f *evalFlags) (json.RawMessage, error) {
 	switch {
 	case f.settingsJSON != "":
-		return settingsObject("--settings-json", []byte(f.settingsJSON))
+		return settings.JSONObject("--settings-json", []byte(f.settingsJSON))
 	case f.settingsPath != "":
-		data, err := os.ReadFile(f.settingsPath)
-		if err != nil {
-			return nil, fmt.Errorf("read settings: %w", err)
-		}
-		if json.Valid(data) {
-			return settingsObject(f.settingsPath, data)
-		}
-		converted, err := yaml.YAMLToJSONStrict(data)
-		if err != nil {
-			return nil, fmt.Errorf("read settings %s: neither JSON nor YAML: %w", f.settingsPath, err)
-		}
-		if bytes.Equal(bytes.TrimSpace(converted), []byte("null")) { // empty or comments only
-			return json.RawMessage("{}"), nil
-		}
-		return settingsObject(f.settingsPath, converted)
+		return settings.ReadFile(f.settingsPath)
 	default:
-		return json.RawMessage("{}"), nil
-	}
-}
-
-// settingsObject checks that data is one JSON object: Kubewarden policies
-// receive settings as an object and nothing else.
-func settingsObject(source string, data []byte) (json.RawMessage, error) {
-	data = bytes.TrimSpace(data)
-	if !json.Valid(data) {
-		var v any
-		err := json.Unmarshal(data, &v)
-		return nil, fmt.Errorf("read settings %s: invalid JSON: %w", source, err)
-	}
-	if len(data) == 0 || data[0] != '{' {
-		return nil, fmt.Errorf("read settings %s: settings must be a JSON object, got %s", source, jsonKind(data))
-	}
-	return json.RawMessage(data), nil
-}
-
-func jsonKind(data []byte) string {
-	switch data[0] {
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	default:
-		return "a number"
+		return settings.Empty, nil
 	}
 }
 
@@ -240,20 +195,13 @@ func (a *app) loadModule(ctx context.Context, name string, module []byte, opts e
 
 // checkSettings runs validate_settings and turns invalid settings into the
 // error kwctl gives.
-func checkSettings(ctx context.Context, eng *engine.Engine, settings json.RawMessage) error {
-	sv, err := eng.ValidateSettings(ctx, settings)
+func checkSettings(ctx context.Context, eng *engine.Engine, raw json.RawMessage) error {
+	sv, err := eng.ValidateSettings(ctx, raw)
 	if err != nil {
 		return fmt.Errorf("validate settings: %w", err)
 	}
 	if !sv.Valid {
-		return &invalidSettingsError{message: sv.Message}
+		return &settings.InvalidError{Message: sv.Message}
 	}
 	return nil
-}
-
-// invalidSettingsError is the policy's rejection of its settings.
-type invalidSettingsError struct{ message string }
-
-func (e *invalidSettingsError) Error() string {
-	return "provided settings are not valid: " + e.message
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,9 @@ type deps struct {
 	// cache, when set, is the compilation cache of every engine; tests share
 	// one so the policy is compiled once. --cache-dir overrides it.
 	cache wazero.CompilationCache
+	// onListen, if set, is told the addresses serve listens on (tests
+	// listen on port 0).
+	onListen func(webhook, metrics net.Addr)
 }
 
 // globalFlags are the root's persistent flags, shared by every command.
@@ -70,6 +74,7 @@ of the same name, for local files.`,
 
 	root.AddCommand(
 		newRunCommand(a),
+		newServeCommand(a),
 		newBenchCommand(a),
 		newAnnotateCommand(a),
 		newInspectCommand(a),

@@ -71,25 +71,67 @@ func ParseRequest(data []byte) (*Request, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decode admission input: %w", err)
 	}
-
+	if isReview(top) {
+		return reviewRequest(top)
+	}
 	// Cloned so that the Request does not alias a buffer the caller may reuse
 	// (the members in top are copies already).
-	raw := json.RawMessage(bytes.Clone(data))
-	if isReview(top) {
-		rawReq, ok := top["request"]
-		if !ok || isNull(rawReq) {
-			return nil, errors.New("decode admission review: field request is missing")
-		}
-		if top, err = decodeObject(rawReq); err != nil {
-			return nil, fmt.Errorf("decode admission review: field request: %w", err)
-		}
-		raw = rawReq
+	req, err := newRequest(bytes.Clone(data), top)
+	if err != nil {
+		return nil, fmt.Errorf("decode admission request: field %w", err)
 	}
+	return req, nil
+}
 
+// ParseReview reads an AdmissionReview as a webhook receives it: a JSON
+// object with apiVersion admission.k8s.io/v1, kind AdmissionReview, a
+// request object and a non-empty request.uid (the response must echo it).
+// Errors name the field at fault.
+func ParseReview(data []byte) (*Request, error) {
+	top, err := decodeObject(bytes.TrimSpace(data))
+	if err != nil {
+		return nil, fmt.Errorf("decode admission review: %w", err)
+	}
+	if v := stringField(top, "apiVersion"); v != reviewAPIVersion {
+		return nil, fmt.Errorf("decode admission review: field apiVersion must be %q, got %s", reviewAPIVersion, describe(top, "apiVersion"))
+	}
+	if !isReview(top) {
+		return nil, fmt.Errorf("decode admission review: field kind must be %q, got %s", kindAdmissionReview, describe(top, "kind"))
+	}
+	req, err := reviewRequest(top)
+	if err != nil {
+		return nil, err
+	}
+	if req.UID == "" {
+		return nil, errors.New("decode admission review: field request.uid is missing or empty")
+	}
+	return req, nil
+}
+
+// reviewRequest takes the request out of a decoded AdmissionReview.
+func reviewRequest(top map[string]json.RawMessage) (*Request, error) {
+	rawReq, ok := top["request"]
+	if !ok || isNull(rawReq) {
+		return nil, errors.New("decode admission review: field request is missing")
+	}
+	fields, err := decodeObject(rawReq)
+	if err != nil {
+		return nil, fmt.Errorf("decode admission review: field request: %w", err)
+	}
+	req, err := newRequest(rawReq, fields)
+	if err != nil {
+		return nil, fmt.Errorf("decode admission review: field request.%w", err)
+	}
+	return req, nil
+}
+
+// newRequest builds a Request from the raw AdmissionRequest and its decoded
+// members. Only uid is checked: the other fields feed logs.
+func newRequest(raw json.RawMessage, top map[string]json.RawMessage) (*Request, error) {
 	req := &Request{Raw: raw}
 	if v, ok := top["uid"]; ok && !isNull(v) {
 		if err := json.Unmarshal(v, &req.UID); err != nil {
-			return nil, fmt.Errorf("decode admission request: field uid must be a string: %w", err)
+			return nil, fmt.Errorf("uid must be a string, got %s", clip(v))
 		}
 	}
 	if v, ok := top["object"]; ok && !isNull(v) {
@@ -119,6 +161,24 @@ func ParseRequest(data []byte) (*Request, error) {
 		}
 	}
 	return req, nil
+}
+
+// describe shows the value of top[key] for an error message.
+func describe(top map[string]json.RawMessage, key string) string {
+	v, ok := top[key]
+	if !ok {
+		return "nothing (missing)"
+	}
+	return clip(v)
+}
+
+// clip shortens raw JSON for an error message.
+func clip(raw json.RawMessage) string {
+	const max = 64
+	if len(raw) > max {
+		return string(raw[:max]) + "..."
+	}
+	return string(raw)
 }
 
 // ValidationPayload builds the payload of the waPC `validate` operation:

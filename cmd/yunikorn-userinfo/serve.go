@@ -1,0 +1,401 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/settings"
+	"github.com/yunikorn-userinfo/userinfo/host/webhook"
+)
+
+// envPrefix starts the environment variable of every serve flag:
+// --cert-file is YUNIKORN_USERINFO_CERT_FILE.
+const envPrefix = "YUNIKORN_USERINFO_"
+
+// serveFlags are the flags of `serve`.
+type serveFlags struct {
+	listen          string
+	metricsListen   string
+	certFile        string
+	keyFile         string
+	clientCAFile    string
+	selfSigned      bool
+	selfSignedDir   string
+	settingsPath    string
+	settingsJSON    string
+	settingsReload  time.Duration
+	certReload      time.Duration
+	instances       int
+	timeout         time.Duration
+	memoryLimitMiB  uint32
+	maxRequestBytes int64
+	shutdownDelay   time.Duration
+	shutdownTimeout time.Duration
+	pprof           bool
+}
+
+func newServeCommand(a *app) *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve [MODULE] --cert-file FILE --key-file FILE [-s SETTINGS]",
+		Short: "Serve a policy as an HTTPS Kubernetes admission webhook",
+		Long: `Serve a Kubewarden waPC policy (the embedded yunikorn-user-info policy
+without MODULE) as a Kubernetes admission webhook.
+
+HTTPS on --listen: POST /mutate takes an AdmissionReview (admission.k8s.io/v1)
+and always answers one; GET /healthz reports the process alive; GET /readyz
+answers 200 once the module is compiled, its protocol version checked and its
+settings accepted by validate_settings, and 503 again while shutting down.
+Plain HTTP on --metrics-listen: GET /metrics (Prometheus).
+
+The certificate and key are reloaded when their files change, and so are the
+client CA (--client-ca-file, which makes client certificates mandatory) and
+the settings file. New settings are checked with validate_settings first;
+invalid ones are logged and ignored. Invalid settings at start stop the
+program with the policy's message.
+
+On SIGTERM or SIGINT: /readyz turns 503, requests are still served for
+--shutdown-delay, then no new connections are accepted and in-flight requests
+get up to --shutdown-timeout to finish.
+
+Every flag can also be set with an environment variable: YUNIKORN_USERINFO_
+followed by the flag name in upper case with _ for -, for example
+YUNIKORN_USERINFO_CERT_FILE. A flag on the command line wins.
+
+For a local try-out, --self-signed creates a CA and a certificate for
+localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
+		Args: cobra.MaximumNArgs(1),
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
+			// An operator reads a webhook's log with a log system: JSON and
+			// the admission lines (Info) unless asked otherwise.
+			if !cmd.Flags().Changed("log-format") {
+				a.global.logFormat = "json"
+			}
+			if !cmd.Flags().Changed("log-level") {
+				a.global.logLevel = "info"
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.runServe(cmd.Context(), args, f)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.listen, "listen", webhook.DefaultAddr, "HTTPS address of /mutate, /healthz and /readyz")
+	fs.StringVar(&f.metricsListen, "metrics-listen", ":9090", `plain HTTP address of /metrics; "" disables it`)
+	fs.StringVar(&f.certFile, "cert-file", "", "PEM serving certificate (chain), reloaded when it changes")
+	fs.StringVar(&f.keyFile, "key-file", "", "PEM private key of the serving certificate, reloaded when it changes")
+	fs.StringVar(&f.clientCAFile, "client-ca-file", "", "PEM CA bundle; when set, clients must present a certificate it signed (reloaded when it changes)")
+	fs.BoolVar(&f.selfSigned, "self-signed", false, "for local use: create a CA and a localhost certificate in --self-signed-dir and serve with them")
+	fs.StringVar(&f.selfSignedDir, "self-signed-dir", filepath.Join(os.TempDir(), binaryName+"-self-signed"), "where --self-signed writes ca.crt, tls.crt and tls.key")
+	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "policy settings file, YAML or JSON, reloaded when it changes (default {})")
+	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
+	fs.DurationVar(&f.settingsReload, "settings-reload-interval", settings.DefaultInterval, "how often the settings file is checked for changes")
+	fs.DurationVar(&f.certReload, "cert-reload-interval", certwatch.DefaultInterval, "how often the certificate, key and client CA files are checked for changes")
+	fs.IntVar(&f.instances, "instances", runtime.GOMAXPROCS(0), "policy instances, and so concurrent evaluations (default: the number of CPUs)")
+	fs.DurationVar(&f.timeout, "timeout", engine.DefaultTimeout, "deadline of one evaluation, waiting for an instance included; the API server's ?timeout= can only shorten it")
+	fs.Uint32Var(&f.memoryLimitMiB, "memory-limit", defaultMemoryLimitMiB, "memory limit of each policy instance, in MiB")
+	fs.Int64Var(&f.maxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "largest accepted request body, in bytes")
+	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, how long to keep serving with /readyz at 503 before closing the listener")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
+	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the metrics address")
+	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
+	cmd.MarkFlagsMutuallyExclusive("self-signed", "cert-file")
+	cmd.MarkFlagsMutuallyExclusive("self-signed", "key-file")
+	return cmd
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable, if set.
+func applyEnv(cmd *cobra.Command) error {
+	var errs []error
+	visit := func(fl *pflag.Flag) {
+		if fl.Changed || fl.Name == "help" {
+			return
+		}
+		name := envPrefix + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if err := cmd.Flags().Set(fl.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("invalid %s: %w", name, err))
+			}
+		}
+	}
+	cmd.Flags().VisitAll(visit)
+	return errors.Join(errs...)
+}
+
+func (f *serveFlags) check() error {
+	switch {
+	case f.selfSigned:
+	case f.certFile == "" && f.keyFile == "":
+		return errors.New("missing --cert-file and --key-file: serve needs a certificate (or --self-signed for a local try-out)")
+	case f.certFile == "":
+		return errors.New("missing --cert-file: --key-file needs its certificate")
+	case f.keyFile == "":
+		return errors.New("missing --key-file: --cert-file needs its key")
+	}
+	if f.instances <= 0 {
+		return fmt.Errorf("invalid --instances %d: must be at least 1", f.instances)
+	}
+	if f.timeout <= 0 {
+		return fmt.Errorf("invalid --timeout %s: must be positive", f.timeout)
+	}
+	if f.memoryLimitMiB == 0 || f.memoryLimitMiB > maxMemoryLimitMiB {
+		return fmt.Errorf("invalid --memory-limit %d: must be between 1 and %d MiB", f.memoryLimitMiB, maxMemoryLimitMiB)
+	}
+	if f.maxRequestBytes <= 0 {
+		return fmt.Errorf("invalid --max-request-bytes %d: must be positive", f.maxRequestBytes)
+	}
+	if f.settingsReload <= 0 || f.certReload <= 0 {
+		return errors.New("invalid reload interval: --settings-reload-interval and --cert-reload-interval must be positive")
+	}
+	if f.shutdownDelay < 0 || f.shutdownTimeout <= 0 {
+		return errors.New("invalid shutdown timing: --shutdown-delay must not be negative and --shutdown-timeout must be positive")
+	}
+	return nil
+}
+
+// readSettings returns the initial settings of serve.
+func (f *serveFlags) readSettings() (json.RawMessage, error) {
+	switch {
+	case f.settingsJSON != "":
+		return settings.JSONObject("--settings-json", []byte(f.settingsJSON))
+	case f.settingsPath != "":
+		return settings.ReadFile(f.settingsPath)
+	default:
+		return settings.Empty, nil
+	}
+}
+
+func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error {
+	logger, err := a.logger()
+	if err != nil {
+		return err
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
+	name, module, err := a.readModule(args)
+	if err != nil {
+		return err
+	}
+	initial, err := f.readSettings()
+	if err != nil {
+		return err
+	}
+	if f.selfSigned {
+		if f.certFile, f.keyFile, err = writeSelfSigned(f.selfSignedDir); err != nil {
+			return err
+		}
+		logger.InfoContext(ctx, "serving with a self-signed certificate; trust its CA with curl --cacert",
+			"ca_file", filepath.Join(f.selfSignedDir, "ca.crt"))
+	}
+
+	// Everything the server needs before it can listen; the module compiles
+	// while it already answers probes (not ready).
+	reg := prometheus.NewRegistry()
+	var eng atomic.Pointer[engine.Engine]
+	stats := func() engine.Stats {
+		if e := eng.Load(); e != nil {
+			return e.Stats()
+		}
+		return engine.Stats{}
+	}
+	metrics, err := webhook.NewMetrics(reg, stats, f.instances, buildVersion())
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	certs, err := certwatch.New(certwatch.Options{
+		CertFile:     f.certFile,
+		KeyFile:      f.keyFile,
+		ClientCAFile: f.clientCAFile,
+		Interval:     f.certReload,
+		Logger:       logger.With("component", "tls"),
+		OnReload: func(what string, err error) {
+			metrics.TLSReloaded(what, err)
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("load TLS files: %w", err)
+	}
+	recordExpiry := func() {
+		if c := certs.Certificate(); c != nil {
+			metrics.SetCertificateExpiry(float64(c.NotAfter.Unix()))
+		}
+	}
+	recordExpiry()
+
+	handler := webhook.NewHandler(webhook.Options{
+		Logger:          logger,
+		Metrics:         metrics,
+		MaxRequestBytes: f.maxRequestBytes,
+		Timeout:         f.timeout,
+	})
+	srv, err := webhook.NewServer(webhook.ServerOptions{
+		Addr:            f.listen,
+		TLSConfig:       certs.TLSConfig(),
+		Handler:         handler,
+		MetricsAddr:     f.metricsListen,
+		MetricsHandler:  metricsMux(reg, f.pprof),
+		Logger:          logger,
+		OnShutdown:      func() { handler.SetReady(false) },
+		ShutdownDelay:   f.shutdownDelay,
+		ShutdownTimeout: f.shutdownTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	if a.onListen != nil {
+		a.onListen(srv.Addr(), srv.MetricsAddr())
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+
+	e, err := a.startPolicy(ctx, logger, name, module, initial, f)
+	if err != nil {
+		cancel()
+		<-served
+		return err
+	}
+	eng.Store(e)
+	defer e.Close(context.WithoutCancel(ctx))
+
+	store, err := settings.NewStore(initial, settings.Options{
+		Path:     f.settingsPath,
+		Interval: f.settingsReload,
+		Validate: func(ctx context.Context, raw json.RawMessage) (bool, string, error) {
+			sv, err := e.ValidateSettings(ctx, raw)
+			return sv.Valid, sv.Message, err
+		},
+		Logger:   logger.With("component", "settings"),
+		OnReload: metrics.SettingsReloaded,
+	})
+	if err != nil {
+		cancel()
+		<-served
+		return err
+	}
+	go store.Run(ctx)
+	go func() {
+		certs.Run(ctx)
+	}()
+	go func() {
+		// The expiry gauge follows certificate reloads.
+		t := time.NewTicker(f.certReload)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				recordExpiry()
+			}
+		}
+	}()
+	handler.Start(e, store.Current)
+	logger.InfoContext(ctx, "webhook ready", "module", name, "instances", f.instances,
+		"timeout", f.timeout.String(), "settings", settingsSource(f))
+	return <-served
+}
+
+// startPolicy compiles the module and checks its settings: what /readyz
+// waits for.
+func (a *app) startPolicy(ctx context.Context, logger *slog.Logger, name string, module []byte,
+	initial json.RawMessage, f *serveFlags) (*engine.Engine, error) {
+	e, err := a.loadModule(ctx, name, module, engine.Options{
+		Logger:           logger.With("component", "policy"),
+		MaxInstances:     f.instances,
+		Timeout:          f.timeout,
+		MemoryLimitPages: f.memoryLimitMiB * pagesPerMiB,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSettings(ctx, e, initial); err != nil {
+		_ = e.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return e, nil
+}
+
+func settingsSource(f *serveFlags) string {
+	switch {
+	case f.settingsPath != "":
+		return f.settingsPath
+	case f.settingsJSON != "":
+		return "--settings-json"
+	default:
+		return "{}"
+	}
+}
+
+// metricsMux serves /metrics, and /debug/pprof/ when asked.
+func metricsMux(reg *prometheus.Registry, withPprof bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// writeSelfSigned creates a CA and a serving certificate for the loopback
+// names in dir, and returns the certificate and key paths.
+func writeSelfSigned(dir string) (certFile, keyFile string, err error) {
+	ca, err := certwatch.NewCA(binaryName+" local CA", 7*24*time.Hour)
+	if err != nil {
+		return "", "", fmt.Errorf("create self-signed CA: %w", err)
+	}
+	certPEM, keyPEM, err := ca.Issue(certwatch.IssueOptions{
+		CommonName:  "localhost",
+		DNSNames:    []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		Validity:    7 * 24 * time.Hour,
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("create self-signed certificate: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("create self-signed directory: %w", err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	for path, data := range map[string][]byte{
+		filepath.Join(dir, "ca.crt"): ca.CertPEM(),
+		certFile:                     certPEM,
+		keyFile:                      keyPEM,
+	} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return "", "", fmt.Errorf("write self-signed files: %w", err)
+		}
+	}
+	return certFile, keyFile, nil
+}

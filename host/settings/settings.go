@@ -1,0 +1,271 @@
+// Package settings reads Kubewarden policy settings from files and keeps the
+// settings a long-running host evaluates with, reloading them when the file
+// changes.
+//
+// Kubewarden policies receive their settings as a JSON object. Operators
+// write them as YAML (a ConfigMap, a ClusterAdmissionPolicy's settings) or
+// JSON; [Decode] accepts both and yields the JSON object. A [Store] holds
+// the settings in force; [Store.Run] polls a file and swaps in new settings
+// only after the policy's validate_settings accepted them, so a bad edit of
+// a mounted ConfigMap is logged and ignored while the old settings stay in
+// force (as YuniKorn's own configuration hot refresh behaves).
+package settings
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Empty is the settings object used when none is given.
+var Empty = json.RawMessage("{}")
+
+// Decode turns a settings document into a JSON object. JSON input is passed
+// on byte for byte (trimmed); anything else is read as YAML and converted.
+// An empty document, or one holding only comments, means {}. source names
+// the input in errors.
+func Decode(source string, data []byte) (json.RawMessage, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return Empty, nil
+	}
+	if json.Valid(data) {
+		return JSONObject(source, data)
+	}
+	converted, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("read settings %s: neither JSON nor YAML: %w", source, err)
+	}
+	converted = bytes.TrimSpace(converted)
+	if string(converted) == "null" { // comments only
+		return Empty, nil
+	}
+	return JSONObject(source, converted)
+}
+
+// JSONObject checks that data is one JSON object, as Kubewarden policies
+// take their settings, and returns it trimmed. YAML is not accepted.
+func JSONObject(source string, data []byte) (json.RawMessage, error) {
+	data = bytes.TrimSpace(data)
+	if !json.Valid(data) {
+		var v any
+		err := json.Unmarshal(data, &v)
+		return nil, fmt.Errorf("read settings %s: invalid JSON: %w", source, err)
+	}
+	if data[0] != '{' {
+		return nil, fmt.Errorf("read settings %s: settings must be a JSON object, got %s", source, kind(data))
+	}
+	return json.RawMessage(data), nil
+}
+
+func kind(data []byte) string {
+	switch data[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// ReadFile reads and decodes a settings file.
+func ReadFile(path string) (json.RawMessage, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read settings: %w", err)
+	}
+	return Decode(path, data)
+}
+
+// Validator asks the policy whether settings are acceptable: it returns
+// whether they are valid and the policy's message, or an error when the
+// question could not be asked (the guest failed).
+type Validator func(ctx context.Context, settings json.RawMessage) (valid bool, message string, err error)
+
+// InvalidError is the policy's rejection of its settings.
+type InvalidError struct {
+	// Source names the settings (a file, or a flag).
+	Source string
+	// Message is the policy's explanation.
+	Message string
+}
+
+// Error implements error, in the words kwctl uses.
+func (e *InvalidError) Error() string {
+	return "provided settings are not valid: " + e.Message
+}
+
+// Reload outcomes, as reported to Options.OnReload.
+const (
+	// ReloadApplied means new settings were accepted and are now in force.
+	ReloadApplied = "applied"
+	// ReloadInvalid means the policy refused the new settings; the old ones
+	// stay in force.
+	ReloadInvalid = "invalid"
+	// ReloadFailed means the file could not be read or decoded, or the
+	// policy could not be asked; the old settings stay in force.
+	ReloadFailed = "failed"
+)
+
+// DefaultInterval is how often Run looks at the settings file.
+const DefaultInterval = 10 * time.Second
+
+// Options configure a Store.
+type Options struct {
+	// Path is the settings file to watch. Empty: the settings never change
+	// and Run returns at once.
+	Path string
+	// Interval is how often Run reads the file. Default: DefaultInterval.
+	Interval time.Duration
+	// Validate checks new settings with the policy. Required with Path.
+	Validate Validator
+	// Logger receives reload outcomes. Default: discard.
+	Logger *slog.Logger
+	// OnReload, if set, is called after each attempt to load changed
+	// content with one of the Reload* outcomes (for metrics).
+	OnReload func(outcome string)
+}
+
+func (o *Options) setDefaults() {
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OnReload == nil {
+		o.OnReload = func(string) {}
+	}
+}
+
+// Store holds the settings in force. Current is safe for concurrent use
+// and never blocks.
+type Store struct {
+	opts    Options
+	current atomic.Pointer[json.RawMessage]
+
+	mu sync.Mutex // serialises Reload
+	// seen is the hash of the file content last looked at, applied or not,
+	// so that an unchanged bad file is reported once, not at every poll.
+	seen [sha256.Size]byte
+}
+
+// NewStore returns a Store holding initial, which the caller has already
+// validated (a program must refuse to start with invalid settings, so the
+// first validation is the caller's, with its own error path). With a Path,
+// initial should be that file's content: its hash is taken so that the
+// first poll does not re-validate it.
+func NewStore(initial json.RawMessage, opts Options) (*Store, error) {
+	opts.setDefaults()
+	if opts.Path != "" && opts.Validate == nil {
+		return nil, errors.New("settings store: a Validate function is required to watch a file")
+	}
+	s := &Store{opts: opts}
+	s.set(initial)
+	if opts.Path != "" {
+		if data, err := os.ReadFile(opts.Path); err == nil {
+			s.seen = sha256.Sum256(data)
+		}
+	}
+	return s, nil
+}
+
+func (s *Store) set(v json.RawMessage) {
+	if len(bytes.TrimSpace(v)) == 0 {
+		v = Empty
+	}
+	s.current.Store(&v)
+}
+
+// Current returns the settings in force. The bytes must not be modified.
+func (s *Store) Current() json.RawMessage {
+	return *s.current.Load()
+}
+
+// Run reloads the settings file every Interval until ctx is done. Without
+// a Path it returns at once.
+func (s *Store) Run(ctx context.Context) {
+	if s.opts.Path == "" {
+		return
+	}
+	t := time.NewTicker(s.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = s.Reload(ctx)
+		}
+	}
+}
+
+// Reload reads the file once and, if its content changed since it was last
+// looked at, validates it and puts it in force. It returns nil when nothing
+// changed or the new settings were applied, and the reason otherwise; the
+// settings in force then stay as they were.
+func (s *Store) Reload(ctx context.Context) error {
+	if s.opts.Path == "" {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	log := s.opts.Logger.With("path", s.opts.Path)
+
+	data, err := os.ReadFile(s.opts.Path)
+	if err != nil {
+		// A ConfigMap volume swaps its files atomically, so a missing file
+		// is a real problem, reported at every poll until fixed.
+		log.WarnContext(ctx, "settings reload failed; keeping the settings in force", "error", err)
+		s.opts.OnReload(ReloadFailed)
+		s.seen = [sha256.Size]byte{}
+		return fmt.Errorf("read settings: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	if sum == s.seen {
+		return nil
+	}
+	s.seen = sum
+
+	next, err := Decode(s.opts.Path, data)
+	if err != nil {
+		log.WarnContext(ctx, "settings reload failed; keeping the settings in force", "error", err)
+		s.opts.OnReload(ReloadFailed)
+		return err
+	}
+	if bytes.Equal(next, s.Current()) {
+		return nil
+	}
+	valid, message, err := s.opts.Validate(ctx, next)
+	if err != nil {
+		// The guest failed, not the settings: try again at the next poll.
+		s.seen = [sha256.Size]byte{}
+		log.WarnContext(ctx, "settings reload failed; keeping the settings in force", "error", err)
+		s.opts.OnReload(ReloadFailed)
+		return fmt.Errorf("validate settings: %w", err)
+	}
+	if !valid {
+		log.WarnContext(ctx, "new settings refused by the policy; keeping the settings in force", "message", message)
+		s.opts.OnReload(ReloadInvalid)
+		return &InvalidError{Source: s.opts.Path, Message: message}
+	}
+	s.set(next)
+	log.InfoContext(ctx, "settings reloaded", "bytes", len(next))
+	s.opts.OnReload(ReloadApplied)
+	return nil
+}

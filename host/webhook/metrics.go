@@ -1,0 +1,243 @@
+package webhook
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+)
+
+// metricPrefix starts every metric name this package registers.
+const metricPrefix = "yunikorn_userinfo_"
+
+// Outcomes of an admission, the "outcome" label of the admission metrics.
+const (
+	OutcomeAllowed = "allowed" // accepted unchanged
+	OutcomeMutated = "mutated" // accepted with a patch
+	OutcomeDenied  = "denied"  // refused by the policy
+	OutcomeError   = "error"   // the evaluation failed: answered allowed=false, code 500
+	OutcomeInvalid = "invalid" // the HTTP request was not an acceptable AdmissionReview
+)
+
+// Causes of errors, the "cause" label of yunikorn_userinfo_errors_total.
+const (
+	CauseMethod      = "method_not_allowed"     // not a POST
+	CauseContentType = "unsupported_media_type" // not application/json
+	CauseTooLarge    = "body_too_large"         // over MaxRequestBytes
+	CauseBadRequest  = "bad_request"            // empty, not JSON, not an AdmissionReview
+	CauseNotReady    = "not_ready"              // the policy is not loaded yet
+	CauseTimeout     = "timeout"                // the guest ran past the deadline
+	CauseNoInstance  = "no_instance"            // no instance became free before the deadline
+	CauseTrap        = "trap"                   // the guest trapped
+	CauseExited      = "exited"                 // the guest called proc_exit
+	CauseGuestError  = "guest_error"            // the guest reported an error
+	CauseBadResponse = "bad_response"           // the guest's answer was not a ValidationResponse
+	CauseCanceled    = "canceled"               // the caller went away
+	CauseInternal    = "internal"               // anything else, panics included
+)
+
+var allCauses = []string{
+	CauseMethod, CauseContentType, CauseTooLarge, CauseBadRequest, CauseNotReady,
+	CauseTimeout, CauseNoInstance, CauseTrap, CauseExited, CauseGuestError,
+	CauseBadResponse, CauseCanceled, CauseInternal,
+}
+
+// maxKindLabels bounds the distinct values of the "kind" label. The API
+// server only sends the kinds the webhook is registered for, but anyone who
+// can reach the port could send made-up kinds: past this many, they are
+// counted as "other" rather than growing the metric without bound.
+const maxKindLabels = 32
+
+// Metrics are the webhook's Prometheus metrics. A nil *Metrics records
+// nothing, so tests and embedders may leave it out.
+type Metrics struct {
+	admissions   *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	inFlight     prometheus.Gauge
+	errors       *prometheus.CounterVec
+	reloads      *prometheus.CounterVec
+	certReloads  *prometheus.CounterVec
+	certExpiry   prometheus.Gauge
+	ready        prometheus.Gauge
+	kindsMu      sync.Mutex
+	kinds        map[string]struct{}
+	engineStats  func() engine.Stats
+	maxInstances float64
+}
+
+// NewMetrics creates the metrics and registers them, with the Go runtime
+// and process collectors, on reg. stats reports the instance set (nil: no
+// instance metrics); maxInstances is its configured size. version is
+// reported by yunikorn_userinfo_build_info.
+func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstances int, version string) (*Metrics, error) {
+	m := &Metrics{
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "admissions_total",
+			Help: "Admission requests evaluated, by kind, operation and outcome (allowed, mutated, denied, error).",
+		}, []string{"kind", "operation", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: metricPrefix + "admission_duration_seconds",
+			Help: "Time from receiving an admission request to having its answer, by outcome.",
+			Buckets: []float64{
+				0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+				0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+			},
+		}, []string{"outcome"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: metricPrefix + "in_flight_requests",
+			Help: "Admission requests being handled now.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "errors_total",
+			Help: "Requests that could not be evaluated normally, by cause.",
+		}, []string{"cause"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "settings_reloads_total",
+			Help: "Attempts to load changed settings, by outcome (applied, invalid, failed).",
+		}, []string{"outcome"}),
+		certReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "tls_reloads_total",
+			Help: "Attempts to load changed TLS files, by what changed (certificate, client_ca) and outcome (applied, failed).",
+		}, []string{"what", "outcome"}),
+		certExpiry: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: metricPrefix + "certificate_expiry_timestamp_seconds",
+			Help: "NotAfter of the serving certificate in use, as a Unix time.",
+		}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: metricPrefix + "ready",
+			Help: "1 when /readyz answers 200: the policy is loaded, its settings accepted, and the server is not shutting down.",
+		}),
+		kinds:        map[string]struct{}{},
+		engineStats:  stats,
+		maxInstances: float64(maxInstances),
+	}
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        metricPrefix + "build_info",
+		Help:        "Always 1; the labels tell the version of the program.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	buildInfo.Set(1)
+	for _, cause := range allCauses {
+		m.errors.WithLabelValues(cause) // so every cause shows from the start
+	}
+	cs := []prometheus.Collector{
+		m.admissions, m.duration, m.inFlight, m.errors, m.reloads, m.certReloads,
+		m.certExpiry, m.ready, buildInfo,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	}
+	if stats != nil {
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: metricPrefix + "instances",
+				Help: "Live policy instances, idle or busy.",
+			}, func() float64 { return float64(stats().Instances) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: metricPrefix + "instances_idle",
+				Help: "Policy instances waiting for an evaluation.",
+			}, func() float64 { return float64(stats().Idle) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: metricPrefix + "instances_max",
+				Help: "The configured size of the instance set (--instances).",
+			}, func() float64 { return m.maxInstances }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: metricPrefix + "instance_waits_total",
+				Help: "Evaluations that found every instance busy and had to wait.",
+			}, func() float64 { return float64(stats().Waits) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: metricPrefix + "instance_replacements_total",
+				Help: "Instances thrown away because they trapped, timed out or exited.",
+			}, func() float64 { return float64(stats().Replacements) }),
+		)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// kindLabel bounds the cardinality of the kind label.
+func (m *Metrics) kindLabel(kind string) string {
+	if kind == "" {
+		return "unknown"
+	}
+	m.kindsMu.Lock()
+	defer m.kindsMu.Unlock()
+	if _, ok := m.kinds[kind]; ok {
+		return kind
+	}
+	if len(m.kinds) >= maxKindLabels {
+		return "other"
+	}
+	m.kinds[kind] = struct{}{}
+	return kind
+}
+
+func (m *Metrics) observe(kind, operation, outcome string, seconds float64) {
+	if m == nil {
+		return
+	}
+	if outcome != OutcomeInvalid {
+		if operation == "" {
+			operation = "unknown"
+		}
+		m.admissions.WithLabelValues(m.kindLabel(kind), operation, outcome).Inc()
+	}
+	m.duration.WithLabelValues(outcome).Observe(seconds)
+}
+
+func (m *Metrics) error(cause string) {
+	if m != nil {
+		m.errors.WithLabelValues(cause).Inc()
+	}
+}
+
+func (m *Metrics) inFlightAdd(d float64) {
+	if m != nil {
+		m.inFlight.Add(d)
+	}
+}
+
+// SettingsReloaded counts a settings reload attempt; outcome is one of the
+// settings.Reload* constants.
+func (m *Metrics) SettingsReloaded(outcome string) {
+	if m != nil {
+		m.reloads.WithLabelValues(outcome).Inc()
+	}
+}
+
+// TLSReloaded counts an attempt to load changed TLS files: what is
+// "certificate" or "client_ca"; a nil err means applied.
+func (m *Metrics) TLSReloaded(what string, err error) {
+	if m == nil {
+		return
+	}
+	outcome := "applied"
+	if err != nil {
+		outcome = "failed"
+	}
+	m.certReloads.WithLabelValues(what, outcome).Inc()
+}
+
+// SetCertificateExpiry records the NotAfter of the serving certificate, as
+// a Unix time in seconds.
+func (m *Metrics) SetCertificateExpiry(unix float64) {
+	if m != nil {
+		m.certExpiry.Set(unix)
+	}
+}
+
+func (m *Metrics) setReady(ready bool) {
+	if m == nil {
+		return
+	}
+	if ready {
+		m.ready.Set(1)
+	} else {
+		m.ready.Set(0)
+	}
+}

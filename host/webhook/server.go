@@ -1,0 +1,233 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Defaults of ServerOptions.
+const (
+	DefaultAddr              = ":8443"
+	DefaultShutdownTimeout   = 25 * time.Second
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 15 * time.Second
+	// DefaultWriteTimeout exceeds the longest timeout the API server allows
+	// a webhook (30 s), so the server never cuts off an answer the API
+	// server is still waiting for.
+	DefaultWriteTimeout   = 35 * time.Second
+	DefaultIdleTimeout    = 90 * time.Second
+	DefaultMaxHeaderBytes = 64 << 10
+)
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// Addr is the HTTPS listen address. Default: DefaultAddr (":8443").
+	Addr string
+	// Listener, if set, is used instead of listening on Addr (tests pass
+	// 127.0.0.1:0 listeners).
+	Listener net.Listener
+	// TLSConfig serves HTTPS. Required. Its MinVersion is raised to TLS
+	// 1.2 if lower.
+	TLSConfig *tls.Config
+	// Handler answers HTTPS requests (a *Handler). Required.
+	Handler http.Handler
+
+	// MetricsAddr is the plain-HTTP listen address of MetricsHandler.
+	// Default: "" (no metrics server) unless MetricsListener is set.
+	MetricsAddr string
+	// MetricsListener, if set, is used instead of listening on MetricsAddr.
+	MetricsListener net.Listener
+	// MetricsHandler answers on the metrics port (/metrics). Required with
+	// a metrics address.
+	MetricsHandler http.Handler
+
+	// Logger receives lifecycle messages. Default: discard.
+	Logger *slog.Logger
+
+	// OnShutdown is called first when shutdown begins, typically to turn
+	// /readyz to 503. Default: nothing.
+	OnShutdown func()
+	// ShutdownDelay is how long the server keeps serving after OnShutdown
+	// and before it stops accepting, so that the Service's endpoints drop
+	// the pod first. Default: 0.
+	ShutdownDelay time.Duration
+	// ShutdownTimeout bounds waiting for in-flight requests; past it,
+	// remaining connections are closed. Default: DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+
+	// HTTP server limits. Defaults: the Default* constants above.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+}
+
+func (o *ServerOptions) setDefaults() {
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.OnShutdown == nil {
+		o.OnShutdown = func() {}
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	setDuration(&o.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	setDuration(&o.ReadTimeout, DefaultReadTimeout)
+	setDuration(&o.WriteTimeout, DefaultWriteTimeout)
+	setDuration(&o.IdleTimeout, DefaultIdleTimeout)
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// Server runs the HTTPS webhook and the metrics endpoint, and shuts both
+// down gracefully.
+type Server struct {
+	opts    ServerOptions
+	log     *slog.Logger
+	ln      net.Listener
+	mln     net.Listener
+	https   *http.Server
+	metrics *http.Server
+}
+
+// NewServer opens the listeners, so that the addresses are known (and
+// taken) before Serve runs.
+func NewServer(opts ServerOptions) (*Server, error) {
+	opts.setDefaults()
+	if opts.TLSConfig == nil {
+		return nil, errors.New("webhook server: a TLS configuration is required")
+	}
+	if opts.Handler == nil {
+		return nil, errors.New("webhook server: a handler is required")
+	}
+	tlsConfig := opts.TLSConfig.Clone()
+	if tlsConfig.MinVersion < tls.VersionTLS12 {
+		tlsConfig.MinVersion = tls.VersionTLS12
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+	var err error
+	if s.ln, err = listen(opts.Listener, opts.Addr); err != nil {
+		return nil, fmt.Errorf("listen for webhook: %w", err)
+	}
+	s.https = s.httpServer(opts.Handler)
+	s.https.TLSConfig = tlsConfig
+	if opts.MetricsListener != nil || opts.MetricsAddr != "" {
+		if opts.MetricsHandler == nil {
+			_ = s.ln.Close()
+			return nil, errors.New("webhook server: a metrics handler is required with a metrics address")
+		}
+		if s.mln, err = listen(opts.MetricsListener, opts.MetricsAddr); err != nil {
+			_ = s.ln.Close()
+			return nil, fmt.Errorf("listen for metrics: %w", err)
+		}
+		s.metrics = s.httpServer(opts.MetricsHandler)
+	}
+	return s, nil
+}
+
+func listen(ln net.Listener, addr string) (net.Listener, error) {
+	if ln != nil {
+		return ln, nil
+	}
+	return net.Listen("tcp", addr)
+}
+
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// Addr is the webhook's listen address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// MetricsAddr is the metrics listen address, nil without one.
+func (s *Server) MetricsAddr() net.Addr {
+	if s.mln == nil {
+		return nil
+	}
+	return s.mln.Addr()
+}
+
+// Serve serves until ctx is done, then shuts down gracefully: OnShutdown,
+// ShutdownDelay of continued service, then no new connections while
+// in-flight requests finish, for at most ShutdownTimeout. Requests keep
+// their own contexts through the shutdown: cancelling ctx does not cancel
+// the evaluations in flight.
+//
+// It returns nil after a clean shutdown, and an error if a listener failed
+// or in-flight requests had to be cut off.
+func (s *Server) Serve(ctx context.Context) error {
+	base := context.WithoutCancel(ctx)
+	s.https.BaseContext = func(net.Listener) context.Context { return base }
+	errc := make(chan error, 2)
+	go func() { errc <- s.https.ServeTLS(s.ln, "", "") }()
+	servers := []*http.Server{s.https}
+	if s.metrics != nil {
+		s.metrics.BaseContext = s.https.BaseContext
+		go func() { errc <- s.metrics.Serve(s.mln) }()
+		servers = append(servers, s.metrics)
+	}
+	s.log.InfoContext(ctx, "webhook serving", "addr", s.Addr().String(), "metrics_addr", addrString(s.MetricsAddr()))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+		serveErr = fmt.Errorf("serve: %w", serveErr)
+		s.log.ErrorContext(ctx, "webhook server failed; shutting down", "error", serveErr)
+	}
+
+	s.opts.OnShutdown()
+	if serveErr == nil && s.opts.ShutdownDelay > 0 {
+		s.log.InfoContext(base, "shutting down: not ready, still serving", "delay", s.opts.ShutdownDelay.String())
+		time.Sleep(s.opts.ShutdownDelay)
+	}
+	s.log.InfoContext(base, "shutting down: waiting for in-flight requests", "timeout", s.opts.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(base, s.opts.ShutdownTimeout)
+	defer cancel()
+	var shutdownErr error
+	for _, srv := range servers {
+		if err := srv.Shutdown(sctx); err != nil {
+			_ = srv.Close()
+			shutdownErr = errors.Join(shutdownErr, fmt.Errorf("shut down: %w", err))
+		}
+	}
+	if shutdownErr != nil {
+		s.log.WarnContext(base, "shutdown cut off in-flight requests", "error", shutdownErr)
+	} else {
+		s.log.InfoContext(base, "shut down cleanly")
+	}
+	return errors.Join(serveErr, shutdownErr)
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
