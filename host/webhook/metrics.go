@@ -107,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 		}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: metricPrefix + "ready",
-			Help: "1 when /readyz answers 200: the policy is loaded, its settings accepted, and the server is not shutting down.",
+			Help: "Whether /readyz answers 200 (1) or 503 (0): ready once the policy is loaded and its settings accepted, until shutdown begins.",
 		}),
 		kinds:        map[string]struct{}{},
 		engineStats:  stats,

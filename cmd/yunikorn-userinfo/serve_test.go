@@ -1,0 +1,511 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+)
+
+// hostileGuest is the webhook package's failure-test guest: the first
+// character of request.uid picks what validate does (see its .wat).
+const hostileGuest = "../../host/webhook/testdata/hostile.wasm"
+
+// syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tlsFiles is a CA and a serving certificate for 127.0.0.1 on disk.
+type tlsFiles struct {
+	ca       *certwatch.CA
+	certFile string
+	keyFile  string
+}
+
+func newTLSFiles(t *testing.T) *tlsFiles {
+	t.Helper()
+	ca, err := certwatch.NewCA("serve test CA", time.Hour)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	f := &tlsFiles{ca: ca, certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
+	f.rotate(t)
+	return f
+}
+
+// rotate writes a new serving certificate and returns its serial.
+func (f *tlsFiles) rotate(t *testing.T) *big.Int {
+	t.Helper()
+	certPEM, keyPEM, err := f.ca.Issue(certwatch.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	require.NoError(t, err)
+	writeAtomically(t, f.keyFile, keyPEM)
+	writeAtomically(t, f.certFile, certPEM)
+	leaf, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(leaf.Certificate[0])
+	require.NoError(t, err)
+	return cert.SerialNumber
+}
+
+func writeAtomically(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, data, 0o600))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+func (f *tlsFiles) client(t *testing.T, clientCert *tls.Certificate) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(f.ca.Certificate())
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if clientCert != nil {
+		cfg.Certificates = []tls.Certificate{*clientCert}
+	}
+	tr := &http.Transport{TLSClientConfig: cfg, MaxIdleConnsPerHost: 64}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
+// server is a `serve` running in-process.
+type server struct {
+	url     string // https://127.0.0.1:port
+	metrics string // http://127.0.0.1:port
+	stderr  *syncBuffer
+	stop    context.CancelFunc
+	exited  chan struct{} // closed when serve returned
+	code    int           // its exit code, once exited is closed
+}
+
+// wait returns the exit code, failing the test if serve does not exit.
+func (s *server) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-s.exited:
+		return s.code
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not exit")
+		return -1
+	}
+}
+
+var readyLine = regexp.MustCompile(`(?m)^yunikorn_userinfo_ready 1$`)
+
+// startServe runs `serve` with args plus listen flags on 127.0.0.1:0 and
+// waits until it is ready. With wantReady false it only waits for the
+// listeners (or for an early exit).
+func startServe(t *testing.T, cache wazero.CompilationCache, wantReady bool, args ...string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{stderr: &syncBuffer{}, stop: cancel, exited: make(chan struct{})}
+	listening := make(chan struct{})
+	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, args...)
+	go func() {
+		defer close(s.exited)
+		s.code = runWith(ctx, args, deps{
+			stdin: strings.NewReader(""), stdout: io.Discard, stderr: s.stderr,
+			policy: embeddedPolicy, cache: cache,
+			onListen: func(webhook, metrics net.Addr) {
+				s.url = "https://" + webhook.String()
+				s.metrics = "http://" + metrics.String()
+				close(listening)
+			},
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	select {
+	case <-listening:
+	case <-s.exited:
+		return s
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not listen; stderr: %s", s.stderr.String())
+	}
+	if wantReady {
+		require.Eventually(t, func() bool { return readyLine.MatchString(scrape(t, s.metrics)) },
+			30*time.Second, 5*time.Millisecond, "serve became ready; stderr: %s", s.stderr.String())
+	}
+	return s
+}
+
+func postReview(t *testing.T, client *http.Client, url string, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/mutate?timeout=10s", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, out
+}
+
+func wrapReview(request []byte) []byte {
+	return []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":` + string(request) + `}`)
+}
+
+// TestServe_fixtures posts every shared fixture to a real `serve` over
+// HTTPS, one server per distinct settings document: each answer is the
+// AdmissionReview around exactly the line `run` prints (the golden file),
+// and the patch, applied to the original object, gives the expected object.
+// Settings that the policy refuses stop serve at start with its message.
+func TestServe_fixtures(t *testing.T) {
+	cases, err := fixtures.Load()
+	require.NoError(t, err)
+	golden := readGolden(t)
+	tlsf := newTLSFiles(t)
+	client := tlsf.client(t, nil)
+	cache := wazero.NewCompilationCache()
+	t.Cleanup(func() { _ = cache.Close(context.Background()) })
+
+	groups := map[string][]fixtures.Case{}
+	var order []string
+	for _, c := range cases {
+		key := string(c.Settings)
+		if _, ok := groups[key]; !ok {
+			order = append(order, key)
+		}
+		groups[key] = append(groups[key], c)
+	}
+	for i, key := range order {
+		t.Run(fmt.Sprintf("settings-%d", i), func(t *testing.T) {
+			group := groups[key]
+			if rest, invalid := strings.CutPrefix(group[0].Expect.Message, "settings are not valid: "); invalid {
+				s := startServe(t, cache, false, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--settings-json", key)
+				assert.Equal(t, 1, s.wait(t))
+				assert.Contains(t, s.stderr.String(), "Error: provided settings are not valid: "+rest+"\n")
+				assert.NotContains(t, s.stderr.String(), "webhook ready")
+				return
+			}
+			s := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--settings-json", key)
+			for _, c := range group {
+				t.Run(c.Name, func(t *testing.T) {
+					status, body := postReview(t, client, s.url, wrapReview(c.Request))
+					require.Equal(t, http.StatusOK, status, "body: %s", body)
+					line, ok := golden[c.Name]
+					require.True(t, ok, "case %s is in the golden file", c.Name)
+					assert.Equal(t, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":`+line+`}`, string(body),
+						"serve answers what run prints")
+					var r struct {
+						Response json.RawMessage `json:"response"`
+					}
+					require.NoError(t, json.Unmarshal(body, &r))
+					fixtures.CheckAdmissionResponse(t, c, r.Response)
+				})
+			}
+			s.stop()
+			assert.Equal(t, 0, s.wait(t), "clean shutdown; stderr: %s", s.stderr.String())
+			assert.Contains(t, s.stderr.String(), `"msg":"shut down cleanly"`)
+		})
+	}
+}
+
+// TestServe_hammer sends the fixtures from many connections at once to a
+// server with two instances (under -race in make test): every answer must
+// be the golden one for its own request.
+func TestServe_hammer(t *testing.T) {
+	t.Parallel()
+	cases, err := fixtures.Load()
+	require.NoError(t, err)
+	golden := readGolden(t)
+	var mine []fixtures.Case
+	for _, c := range cases {
+		if string(c.Settings) == "{}" {
+			mine = append(mine, c)
+		}
+	}
+	require.NotEmpty(t, mine)
+	tlsf := newTLSFiles(t)
+	client := tlsf.client(t, nil)
+	s := startServe(t, nil, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+		"--instances", "2", "--log-level", "warn")
+
+	const workers, rounds = 24, 2
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				for i := range mine {
+					c := mine[(i+w+r)%len(mine)]
+					req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, s.url+"/mutate", bytes.NewReader(wrapReview(c.Request)))
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := client.Do(req)
+					if err != nil {
+						errs <- err
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					_ = resp.Body.Close()
+					want := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":` + golden[c.Name] + `}`
+					if string(body) != want {
+						errs <- fmt.Errorf("%s: got %s", c.Name, body)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	metrics := scrape(t, s.metrics)
+	assert.Contains(t, metrics, "yunikorn_userinfo_instances_max 2")
+	assert.Contains(t, metrics, "yunikorn_userinfo_in_flight_requests 0")
+}
+
+func scrape(t *testing.T, base string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/metrics", nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
+}
+
+// TestServe_failingGuest runs serve on a guest that traps, loops, grows
+// memory, exits or answers garbage on request: each answer is allowed=false
+// code 500 with the request's uid, and the server keeps answering.
+func TestServe_failingGuest(t *testing.T) {
+	t.Parallel()
+	tlsf := newTLSFiles(t)
+	client := tlsf.client(t, nil)
+	s := startServe(t, nil, true, hostileGuest, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+		"--instances", "2", "--timeout", "300ms", "--memory-limit", "4")
+
+	body := func(uid string) []byte {
+		return wrapReview([]byte(`{"uid":"` + uid + `","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","userInfo":{"username":"u"},"object":{"kind":"Pod"}}`))
+	}
+	tests := []struct {
+		uid     string
+		message string
+	}{
+		{uid: "trap", message: "guest trapped"},
+		{uid: "loop", message: "guest timed out"},
+		{uid: "grow", message: "guest trapped"},
+		{uid: "exit", message: "guest exited"},
+		{uid: "json", message: "decode validation response"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.uid, func(t *testing.T) {
+			status, out := postReview(t, client, s.url, body(tc.uid))
+			require.Equal(t, http.StatusOK, status)
+			var r struct {
+				Response struct {
+					UID     string `json:"uid"`
+					Allowed bool   `json:"allowed"`
+					Status  struct {
+						Code    int    `json:"code"`
+						Message string `json:"message"`
+					} `json:"status"`
+				} `json:"response"`
+			}
+			require.NoError(t, json.Unmarshal(out, &r), "%s", out)
+			assert.Equal(t, tc.uid, r.Response.UID)
+			assert.False(t, r.Response.Allowed)
+			assert.Equal(t, 500, r.Response.Status.Code)
+			assert.Contains(t, r.Response.Status.Message, tc.message)
+
+			status, out = postReview(t, client, s.url, body("accept-after-"+tc.uid))
+			require.Equal(t, http.StatusOK, status)
+			assert.Contains(t, string(out), `"uid":"accept-after-`+tc.uid+`","allowed":true`)
+		})
+	}
+	assert.Contains(t, s.stderr.String(), `"decision":"error"`)
+	assert.Regexp(t, `yunikorn_userinfo_instance_replacements_total [1-9]`, scrape(t, s.metrics))
+}
+
+// TestServe_certificateRotation: new files are served without a restart;
+// a broken update keeps the old certificate.
+func TestServe_certificateRotation(t *testing.T) {
+	t.Parallel()
+	tlsf := newTLSFiles(t)
+	s := startServe(t, nil, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--cert-reload-interval", "20ms")
+	addr := strings.TrimPrefix(s.url, "https://")
+	pool := x509.NewCertPool()
+	pool.AddCert(tlsf.ca.Certificate())
+	servedSerial := func() *big.Int {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		require.NoError(t, err)
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber
+	}
+	first := servedSerial()
+
+	second := tlsf.rotate(t)
+	require.NotEqual(t, first, second)
+	require.Eventually(t, func() bool { return servedSerial().Cmp(second) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the new certificate is served")
+
+	writeAtomically(t, tlsf.certFile, []byte("-----BEGIN CERTIFICATE-----\ngarbage\n"))
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, s.metrics), `yunikorn_userinfo_tls_reloads_total{outcome="failed",what="certificate"} 1`)
+	}, 10*time.Second, 10*time.Millisecond, "the broken update was seen")
+	assert.Equal(t, 0, servedSerial().Cmp(second), "the last good certificate stays")
+
+	third := tlsf.rotate(t)
+	require.Eventually(t, func() bool { return servedSerial().Cmp(third) == 0 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestServe_clientCA: with --client-ca-file only clients with a certificate
+// from that CA get an answer.
+func TestServe_clientCA(t *testing.T) {
+	t.Parallel()
+	tlsf := newTLSFiles(t)
+	clientCA, err := certwatch.NewCA("api server client CA", time.Hour)
+	require.NoError(t, err)
+	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+	require.NoError(t, os.WriteFile(caFile, clientCA.CertPEM(), 0o600))
+	s := startServe(t, nil, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--client-ca-file", caFile)
+
+	certPEM, keyPEM, err := clientCA.Issue(certwatch.IssueOptions{CommonName: "kube-apiserver", DNSNames: []string{"kube-apiserver"}, Usage: certwatch.UsageClient})
+	require.NoError(t, err)
+	good, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	certPEM, keyPEM, err = tlsf.ca.Issue(certwatch.IssueOptions{DNSNames: []string{"intruder"}, Usage: certwatch.UsageClient})
+	require.NoError(t, err)
+	wrong, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+
+	review := wrapReview([]byte(`{"uid":"mtls","kind":{"group":"","version":"v1","kind":"ConfigMap"},"operation":"CREATE","userInfo":{"username":"u"},"object":{}}`))
+	for name, cert := range map[string]*tls.Certificate{"no certificate": nil, "another CA": &wrong} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+"/mutate", bytes.NewReader(review))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := tlsf.client(t, cert).Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		assert.Error(t, err, name)
+	}
+	status, body := postReview(t, tlsf.client(t, &good), s.url, review)
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, string(body), `"uid":"mtls","allowed":true`)
+}
+
+// TestServe_settingsReload: a changed settings file is applied; invalid
+// settings are logged and ignored; the old ones stay in force.
+func TestServe_settingsReload(t *testing.T) {
+	t.Parallel()
+	tlsf := newTLSFiles(t)
+	client := tlsf.client(t, nil)
+	settingsFile := filepath.Join(t.TempDir(), "settings.yaml")
+	writeAtomically(t, settingsFile, []byte("externalUsers: []\n"))
+	s := startServe(t, nil, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+		"-s", settingsFile, "--settings-reload-interval", "20ms")
+
+	// front-end submits a Pod already attributed to alice: refused unless
+	// front-end is an allowed external user.
+	pod := `{"uid":"fe","kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},` +
+		`"operation":"CREATE","namespace":"ns","userInfo":{"username":"front-end","groups":["system:authenticated"]},` +
+		`"object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","annotations":` +
+		`{"yunikorn.apache.org/user.info":"{\"user\":\"alice\",\"groups\":[\"dev\"]}"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}`
+	allowed := func() bool {
+		_, body := postReview(t, client, s.url, wrapReview([]byte(pod)))
+		return strings.Contains(string(body), `"allowed":true`)
+	}
+	require.False(t, allowed(), "front-end may not attribute pods to others yet")
+
+	writeAtomically(t, settingsFile, []byte("externalUsers: [front-end]\n"))
+	require.Eventually(t, allowed, 10*time.Second, 10*time.Millisecond, "the new settings apply")
+
+	writeAtomically(t, settingsFile, []byte("externalUsers: ['[unclosed']\n"))
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, s.metrics), `yunikorn_userinfo_settings_reloads_total{outcome="invalid"} 1`)
+	}, 10*time.Second, 10*time.Millisecond, "the invalid settings were seen; stderr: %s", s.stderr.String())
+	assert.True(t, allowed(), "the previous settings stay in force")
+	assert.Contains(t, s.stderr.String(), "new settings refused by the policy")
+}
+
+func TestServe_argumentErrors(t *testing.T) {
+	t.Parallel()
+	tlsf := newTLSFiles(t)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "no certificate", args: []string{"serve"}, want: "missing --cert-file and --key-file"},
+		{name: "no key", args: []string{"serve", "--cert-file", tlsf.certFile}, want: "missing --key-file"},
+		{name: "key is not a key", args: []string{"serve", "--cert-file", tlsf.certFile, "--key-file", tlsf.certFile},
+			want: "load TLS files: "},
+		{name: "zero instances", args: []string{"serve", "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--instances", "0"},
+			want: "invalid --instances 0"},
+		{name: "bad settings file", args: []string{"serve", "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "-s", "/nonexistent/s.yaml"},
+			want: "read settings: open /nonexistent/s.yaml"},
+		{name: "port taken", args: []string{"serve", "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--listen", "256.0.0.1:1"},
+			want: "listen for webhook: "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCLI(t, "", tc.args...)
+			assert.Equal(t, 1, r.code)
+			assert.Contains(t, r.stderr, tc.want)
+		})
+	}
+}
+
+// TestServe_environment: flags can come from YUNIKORN_USERINFO_* variables,
+// and the command line wins.
+func TestServe_environment(t *testing.T) {
+	tlsf := newTLSFiles(t)
+	t.Setenv("YUNIKORN_USERINFO_CERT_FILE", tlsf.certFile)
+	t.Setenv("YUNIKORN_USERINFO_KEY_FILE", tlsf.keyFile)
+	t.Setenv("YUNIKORN_USERINFO_INSTANCES", "3")
+	t.Setenv("YUNIKORN_USERINFO_LISTEN", "256.0.0.1:1") // overridden by startServe's --listen
+	s := startServe(t, nil, true)
+	assert.Contains(t, scrape(t, s.metrics), "yunikorn_userinfo_instances_max 3")
+
+	t.Setenv("YUNIKORN_USERINFO_INSTANCES", "many")
+	r := runCLI(t, "", "serve")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, `invalid YUNIKORN_USERINFO_INSTANCES: invalid argument "many"`)
+}
