@@ -48,6 +48,7 @@ type serveFlags struct {
 	timeout         time.Duration
 	memoryLimitMiB  uint32
 	maxRequestBytes int64
+	maxDepth        int
 	shutdownDelay   time.Duration
 	shutdownTimeout time.Duration
 	pprof           bool
@@ -118,6 +119,7 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.DurationVar(&f.timeout, "timeout", engine.DefaultTimeout, "deadline of one evaluation, waiting for an instance included; the API server's ?timeout= can only shorten it")
 	fs.Uint32Var(&f.memoryLimitMiB, "memory-limit", defaultMemoryLimitMiB, "memory limit of each policy instance, in MiB")
 	fs.Int64Var(&f.maxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "largest accepted request body, in bytes")
+	fs.IntVar(&f.maxDepth, "max-json-depth", webhook.DefaultMaxDepth, "deepest nesting of arrays and objects accepted in a request")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, how long to keep serving with /readyz at 503 before closing the listener")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the metrics address")
@@ -167,6 +169,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.maxRequestBytes <= 0 {
 		return fmt.Errorf("invalid --max-request-bytes %d: must be positive", f.maxRequestBytes)
+	}
+	if f.maxDepth <= 0 {
+		return fmt.Errorf("invalid --max-json-depth %d: must be positive", f.maxDepth)
 	}
 	if f.settingsReload <= 0 || f.certReload <= 0 {
 		return errors.New("invalid reload interval: --settings-reload-interval and --cert-reload-interval must be positive")
@@ -251,6 +256,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		Logger:          logger,
 		Metrics:         metrics,
 		MaxRequestBytes: f.maxRequestBytes,
+		MaxDepth:        f.maxDepth,
 		Timeout:         f.timeout,
 	})
 	srv, err := webhook.NewServer(webhook.ServerOptions{

@@ -464,6 +464,30 @@ func TestServe_settingsReload(t *testing.T) {
 	assert.Contains(t, s.stderr.String(), "new settings refused by the policy")
 }
 
+// TestServe_deepRequest: the policy copes with nesting up to the limit; a
+// request beyond it gets a clear 400 instead of a guest stack overflow.
+func TestServe_deepRequest(t *testing.T) {
+	t.Parallel()
+	tlsf := newTLSFiles(t)
+	client := tlsf.client(t, nil)
+	s := startServe(t, nil, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile)
+	review, err := os.ReadFile("../../testdata/requests/review-alice-pod.json")
+	require.NoError(t, err)
+	nested := func(levels int) []byte {
+		deep := strings.Repeat("[", levels) + strings.Repeat("]", levels)
+		out := bytes.Replace(review, []byte(`"spec": {`), []byte(`"spec": {"deep": `+deep+`,`), 1)
+		require.NotEqual(t, review, out, "the fixture has a spec to nest in")
+		return out
+	}
+	status, body := postReview(t, client, s.url, nested(500))
+	require.Equal(t, http.StatusOK, status)
+	assert.Contains(t, string(body), `"allowed":true,"patchType":"JSONPatch"`)
+
+	status, body = postReview(t, client, s.url, nested(600))
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Contains(t, string(body), `"message":"decode admission review: JSON nests deeper than 512 levels","code":400`)
+}
+
 func TestServe_argumentErrors(t *testing.T) {
 	t.Parallel()
 	tlsf := newTLSFiles(t)

@@ -32,6 +32,12 @@ const (
 // while bounding what one request can make the server buffer.
 const DefaultMaxRequestBytes = 7 << 20
 
+// DefaultMaxDepth is the default limit of JSON nesting in a request. Real
+// Kubernetes objects nest a few dozen levels; the TinyGo policy's
+// recursive parser runs out of stack past about a thousand, so deeper
+// requests are refused up front with a clear message instead of a trap.
+const DefaultMaxDepth = 512
+
 // Policy evaluates a Kubewarden validate payload and returns the policy's
 // ValidationResponse. *engine.Engine implements it.
 type Policy interface {
@@ -50,6 +56,9 @@ type Options struct {
 	// MaxRequestBytes limits the body of a request. Default:
 	// DefaultMaxRequestBytes (7 MiB).
 	MaxRequestBytes int64
+	// MaxDepth limits the nesting of arrays and objects in a request.
+	// Default: DefaultMaxDepth (512).
+	MaxDepth int
 	// Timeout bounds one evaluation, waiting for an instance included; the
 	// timeout the API server sends in the URL (?timeout=10s) lowers it,
 	// never raises it. Default: engine.DefaultTimeout (2 s).
@@ -65,6 +74,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = engine.DefaultTimeout
+	}
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = DefaultMaxDepth
 	}
 }
 
@@ -238,6 +250,9 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*admission
 	}
 	if len(body) == 0 {
 		return nil, &rejection{http.StatusBadRequest, CauseBadRequest, errors.New("request body is empty: want an AdmissionReview")}
+	}
+	if err := admission.CheckDepth(body, h.opts.MaxDepth); err != nil {
+		return nil, &rejection{http.StatusBadRequest, CauseBadRequest, fmt.Errorf("decode admission review: %w", err)}
 	}
 	req, err := admission.ParseReview(body)
 	if err != nil {

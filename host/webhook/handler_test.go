@@ -118,6 +118,7 @@ func TestHandler_hostileInput(t *testing.T) {
 	url := srv.URL + PathMutate
 
 	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
+	deep600 := strings.Repeat("[", 600) + strings.Repeat("]", 600)
 	tests := []struct {
 		name        string
 		method      string
@@ -146,10 +147,10 @@ func TestHandler_hostileInput(t *testing.T) {
 		{name: "truncated JSON", contentType: "application/json", body: reviewBody("a1")[:80], wantStatus: 400,
 			wantMessage: "decode admission review: unexpected end of JSON input", wantCause: CauseBadRequest},
 		{name: "deeply nested", contentType: "application/json", body: deep, wantStatus: 400,
-			wantMessage: "exceeded max depth", wantCause: CauseBadRequest},
+			wantMessage: "decode admission review: JSON nests deeper than 512 levels", wantCause: CauseBadRequest},
 		{name: "deeply nested object", contentType: "application/json",
-			body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a1","object":` + deep + `}}`,
-			wantStatus: 400, wantMessage: "exceeded max depth", wantCause: CauseBadRequest},
+			body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a1","object":{"spec":` + deep600 + `}}}`,
+			wantStatus: 400, wantMessage: "JSON nests deeper than 512 levels", wantCause: CauseBadRequest},
 		{name: "array", contentType: "application/json", body: `[1,2]`, wantStatus: 400,
 			wantMessage: "must be a JSON object, got array", wantCause: CauseBadRequest},
 		{name: "null", contentType: "application/json", body: `null`, wantStatus: 400,
