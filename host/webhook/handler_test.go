@@ -149,7 +149,7 @@ func TestHandler_hostileInput(t *testing.T) {
 		{name: "deeply nested", contentType: "application/json", body: deep, wantStatus: 400,
 			wantMessage: "decode admission review: JSON nests deeper than 512 levels", wantCause: CauseBadRequest},
 		{name: "deeply nested object", contentType: "application/json",
-			body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a1","object":{"spec":` + deep600 + `}}}`,
+			body:       `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a1","object":{"spec":` + deep600 + `}}}`,
 			wantStatus: 400, wantMessage: "JSON nests deeper than 512 levels", wantCause: CauseBadRequest},
 		{name: "array", contentType: "application/json", body: `[1,2]`, wantStatus: 400,
 			wantMessage: "must be a JSON object, got array", wantCause: CauseBadRequest},
@@ -162,10 +162,10 @@ func TestHandler_hostileInput(t *testing.T) {
 			body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":"x"}`, wantStatus: 400,
 			wantMessage: "field request: must be a JSON object, got string", wantCause: CauseBadRequest},
 		{name: "no uid", contentType: "application/json",
-			body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}`,
+			body:       `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":"CREATE"}}`,
 			wantStatus: 400, wantMessage: "field request.uid is missing or empty", wantCause: CauseBadRequest},
 		{name: "uid is a number", contentType: "application/json",
-			body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":42}}`,
+			body:       `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":42}}`,
 			wantStatus: 400, wantMessage: "field request.uid must be a string, got 42", wantCause: CauseBadRequest},
 		{name: "v1beta1", contentType: "application/json",
 			body: strings.Replace(reviewBody("a1"), "admission.k8s.io/v1", "admission.k8s.io/v1beta1", 1), wantStatus: 400,
@@ -369,7 +369,9 @@ func TestHandler_readiness(t *testing.T) {
 // policyFunc adapts a function to Policy.
 type policyFunc func(ctx context.Context, payload []byte) ([]byte, error)
 
-func (f policyFunc) Validate(ctx context.Context, payload []byte) ([]byte, error) { return f(ctx, payload) }
+func (f policyFunc) Validate(ctx context.Context, payload []byte) ([]byte, error) {
+	return f(ctx, payload)
+}
 
 func TestHandler_panicIsContained(t *testing.T) {
 	t.Parallel()
