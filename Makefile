@@ -9,6 +9,7 @@ GO        ?= go
 TINYGO    ?= tinygo
 BUILD     := build
 BINARY    := $(BUILD)/yunikorn-userinfo
+LOADGEN   := $(BUILD)/loadgen
 WASM      := $(BUILD)/policy.wasm
 ANNOTATED := $(BUILD)/annotated-policy.wasm
 EMBEDDED  := cmd/yunikorn-userinfo/policy.wasm
@@ -56,6 +57,18 @@ check-embedded: annotated ## Fail if the embedded module differs from a fresh, r
 .PHONY: build
 build: ## Build the CLI into build/yunikorn-userinfo
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BINARY) ./cmd/yunikorn-userinfo
+
+.PHONY: serve-local
+serve-local: ## Serve the embedded policy on https://127.0.0.1:8443 with a throwaway self-signed certificate
+	$(GO) run ./cmd/yunikorn-userinfo serve --self-signed --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9090 --log-format text
+
+.PHONY: loadgen
+loadgen: ## Build the load generator into build/loadgen
+	$(GO) build -o $(LOADGEN) ./cmd/loadgen
+
+.PHONY: load
+load: build loadgen ## Load-test a local serve at fixed rates and at saturation (RATES, DURATION, CONNECTIONS, FIXTURES)
+	bash hack/load.sh
 
 .PHONY: vet
 vet: ## go vet and gofmt
