@@ -278,7 +278,10 @@ func serverUsage(pid int, completed int64, window bool, before, s0, s1 procSampl
 		u.Error = err.Error()
 		return u
 	}
-	u.RSSAfter, u.PeakRSS = after.rss, after.hwm
+	// The kernel's VmHWM can lag VmRSS by a few pages in a busy process,
+	// so an earlier sample may have seen a higher peak: a peak since start
+	// never goes down.
+	u.RSSAfter, u.PeakRSS = after.rss, max(after.hwm, before.hwm)
 	if window {
 		u.CPUSeconds = (s1.cpu - s0.cpu).Seconds()
 		u.CPUPer1000 = per1000(u.CPUSeconds, completed)
