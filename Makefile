@@ -76,8 +76,9 @@ vet: ## go vet and gofmt
 	@out=$$(gofmt -l .); [[ -z "$$out" ]] || { echo "gofmt needed: $$out"; exit 1; }
 
 .PHONY: test
-test: policy vet ## Everything CI runs: unit, fixture (native, wasm, CLI), second-host and fuzz-smoke tests
+test: policy vet ## Everything CI runs: unit, fixture (native, wasm, CLI, webhook), second-host, manifest and fuzz-smoke tests
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory check-embedded
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
@@ -94,6 +95,14 @@ fuzz: ## A short, bounded fuzz run of each target (FUZZTIME, default 10s)
 	    $(GO) test ./policy -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) | tail -30; exit 1; }; \
 	done
 	$(GO) test ./host/admission -run '^$$' -fuzz '^FuzzCreatePatch$$' -fuzztime $(FUZZTIME) >/dev/null
+
+.PHONY: artifacthub
+artifacthub: ## Regenerate artifacthub/ from metadata.yml (createdAt is kept while the version is unchanged)
+	$(GO) run ./cmd/yunikorn-userinfo scaffold artifacthub -m metadata.yml -o artifacthub
+
+.PHONY: test-manifests
+test-manifests: ## Check every YAML file of the repository (nested module test/manifests)
+	cd test/manifests && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: golden
 golden: embed ## Rewrite the CLI golden file from a fresh build of the embedded policy (review the diff)

@@ -79,6 +79,7 @@ of the same name, for local files.`,
 		newAnnotateCommand(a),
 		newInspectCommand(a),
 		newVersionCommand(a),
+		newScaffoldCommand(a),
 	)
 	return root
 }
