@@ -12,10 +12,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -532,4 +534,103 @@ func TestServe_environment(t *testing.T) {
 	r := runCLI(t, "", "serve")
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, `invalid YUNIKORN_USERINFO_INSTANCES: invalid argument "many"`)
+}
+
+// envRunMain makes the test binary run main() instead of the tests, so a
+// test can start the real program as a child process and signal it.
+const envRunMain = "YUNIKORN_USERINFO_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRunMain) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// TestServe_sigterm runs the real program, sends it SIGTERM while a request
+// is being evaluated, and checks that the request still gets its answer,
+// that readiness dropped and new connections are refused, and that the
+// process exits 0 within its shutdown bound.
+func TestServe_sigterm(t *testing.T) {
+	t.Parallel()
+	tlsf := newTLSFiles(t)
+	client := tlsf.client(t, nil)
+	port := freePort(t)
+	metricsPort := freePort(t)
+	cmd := exec.Command(os.Args[0], "serve", hostileGuest,
+		"--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+		"--listen", port, "--metrics-listen", metricsPort,
+		"--timeout", "2s", "--shutdown-delay", "200ms", "--shutdown-timeout", "10s")
+	cmd.Env = append(os.Environ(), envRunMain+"=1")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	metrics := "http://" + metricsPort
+	require.Eventually(t, func() bool {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, metrics+"/metrics", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return readyLine.Match(body)
+	}, 30*time.Second, 20*time.Millisecond, "ready; stderr: %s", stderr.String())
+
+	// "loop..." makes the hostile guest spin until the 2 s deadline.
+	answer := make(chan string, 1)
+	go func() {
+		body := wrapReview([]byte(`{"uid":"loop-inflight","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","userInfo":{"username":"u"},"object":{}}`))
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, "https://"+port+"/mutate", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			answer <- "error: " + err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		answer <- string(out)
+	}()
+	require.Eventually(t, func() bool {
+		return strings.Contains(scrape(t, metrics), "yunikorn_userinfo_in_flight_requests 1")
+	}, 10*time.Second, 5*time.Millisecond, "the request is in flight")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case got := <-answer:
+		assert.Contains(t, got, `"uid":"loop-inflight","allowed":false`)
+		assert.Contains(t, got, "guest timed out", "the in-flight request ran to its own deadline")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the in-flight request got no answer")
+	}
+	select {
+	case <-exited:
+		require.NoError(t, waitErr, "exit code 0; stderr: %s", stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("the process did not exit within its shutdown bound")
+	}
+	log := stderr.String()
+	assert.Contains(t, log, `"msg":"shutting down: not ready, still serving"`)
+	assert.Contains(t, log, `"msg":"shut down cleanly"`)
+	_, err := net.DialTimeout("tcp", port, time.Second)
+	assert.Error(t, err, "nothing listens any more")
+}
+
+// freePort returns a 127.0.0.1 address that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }
