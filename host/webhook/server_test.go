@@ -229,3 +229,47 @@ func TestServer_tlsAndMetrics(t *testing.T) {
 	assert.Equal(t, 200, mresp.StatusCode)
 	<-metricsHit
 }
+
+// TestServer_slowClient: a client that opens a connection and never
+// finishes its request headers is cut off by ReadHeaderTimeout, and the
+// server keeps answering others.
+func TestServer_slowClient(t *testing.T) {
+	t.Parallel()
+	tlsConfig, client := testTLS(t)
+	h := NewHandler(Options{})
+	h.Start(policyFunc(func(context.Context, []byte) ([]byte, error) {
+		return []byte(`{"accepted":true}`), nil
+	}), emptySettings)
+	srv, err := NewServer(ServerOptions{
+		Listener: loopback(t), TLSConfig: tlsConfig, Handler: h,
+		ReadHeaderTimeout: 200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-served })
+
+	conn, err := tls.Dial("tcp", srv.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only the timeout matters
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.Write([]byte("POST /mutate HTTP/1.1\r\nHost: x\r\n")) // and never the blank line
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(3*time.Second)))
+	_, err = io.ReadAll(conn)
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		require.False(t, netErr.Timeout(), "the server closed the connection before the test's own 3 s deadline (the default ReadHeaderTimeout is 5 s)")
+	}
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://"+srv.Addr().String()+PathMutate,
+		strings.NewReader(reviewBody("after-slow")))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, "after-slow", decodeReview(t, body).Response.UID)
+}
