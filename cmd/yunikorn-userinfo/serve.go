@@ -259,9 +259,14 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		MaxDepth:        f.maxDepth,
 		Timeout:         f.timeout,
 	})
+	tlsConfig := certs.TLSConfig()
+	// Offered explicitly so that HTTP/2 is available with a client CA too:
+	// http.Server only adds "h2" to its own copy of the configuration, not
+	// to the per-handshake ones that verify client certificates.
+	tlsConfig.NextProtos = []string{"h2", "http/1.1"}
 	srv, err := webhook.NewServer(webhook.ServerOptions{
 		Addr:            f.listen,
-		TLSConfig:       certs.TLSConfig(),
+		TLSConfig:       tlsConfig,
 		Handler:         handler,
 		MetricsAddr:     f.metricsListen,
 		MetricsHandler:  metricsMux(reg, f.pprof),

@@ -430,6 +430,17 @@ func TestServe_clientCA(t *testing.T) {
 	status, body := postReview(t, tlsf.client(t, &good), s.url, review)
 	assert.Equal(t, http.StatusOK, status)
 	assert.Contains(t, string(body), `"uid":"mtls","allowed":true`)
+
+	// HTTP/2 is offered with a client CA as without one.
+	h2 := tlsf.client(t, &good)
+	h2.Transport.(*http.Transport).ForceAttemptHTTP2 = true
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+"/mutate", bytes.NewReader(review))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h2.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, "HTTP/2.0", resp.Proto)
 }
 
 // TestServe_settingsReload: a changed settings file is applied; invalid
