@@ -82,6 +82,9 @@ Every flag can also be set with an environment variable: YUNIKORN_USERINFO_
 followed by the flag name in upper case with _ for -, for example
 YUNIKORN_USERINFO_CERT_FILE. A flag on the command line wins.
 
+Unlike the other commands, serve logs JSON at info level (one line per
+admission) unless --log-format or --log-level say otherwise.
+
 For a local try-out, --self-signed creates a CA and a certificate for
 localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 		Args: cobra.MaximumNArgs(1),
@@ -115,7 +118,7 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
 	fs.DurationVar(&f.settingsReload, "settings-reload-interval", settings.DefaultInterval, "how often the settings file is checked for changes")
 	fs.DurationVar(&f.certReload, "cert-reload-interval", certwatch.DefaultInterval, "how often the certificate, key and client CA files are checked for changes")
-	fs.IntVar(&f.instances, "instances", runtime.GOMAXPROCS(0), "policy instances, and so concurrent evaluations (default: the number of CPUs)")
+	fs.IntVar(&f.instances, "instances", runtime.GOMAXPROCS(0), "policy instances, and so concurrent evaluations; the default is the number of CPUs")
 	fs.DurationVar(&f.timeout, "timeout", engine.DefaultTimeout, "deadline of one evaluation, waiting for an instance included; the API server's ?timeout= can only shorten it")
 	fs.Uint32Var(&f.memoryLimitMiB, "memory-limit", defaultMemoryLimitMiB, "memory limit of each policy instance, in MiB")
 	fs.Int64Var(&f.maxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "largest accepted request body, in bytes")
