@@ -77,7 +77,7 @@ func (a *app) readEvalInputs(args []string, f *evalFlags) (*evalInputs, error) {
 	if in.moduleName, in.module, err = a.readModule(args); err != nil {
 		return nil, err
 	}
-	if in.settings, err = a.readSettings(f); err != nil {
+	if in.settings, err = readSettings(f.settingsPath, f.settingsJSON); err != nil {
 		return nil, err
 	}
 	data, err := a.readFileOrStdin(f.requestPath)
@@ -120,12 +120,12 @@ func (a *app) readFileOrStdin(path string) ([]byte, error) {
 // readSettings returns the settings as a JSON object: {} by default, the
 // --settings-json value, or the --settings-path file. A file may be JSON
 // (passed on byte for byte) or YAML (converted); an empty file means {}.
-func (a *app) readSettings(f *evalFlags) (json.RawMessage, error) {
+func readSettings(path, inline string) (json.RawMessage, error) {
 	switch {
-	case f.settingsJSON != "":
-		return settings.JSONObject("--settings-json", []byte(f.settingsJSON))
-	case f.settingsPath != "":
-		return settings.ReadFile(f.settingsPath)
+	case inline != "":
+		return settings.JSONObject("--settings-json", []byte(inline))
+	case path != "":
+		return settings.ReadFile(path)
 	default:
 		return settings.Empty, nil
 	}

@@ -61,17 +61,11 @@ func (a *app) runRun(ctx context.Context, args []string, f *runFlags) error {
 // policy-server report them.
 func evaluate(ctx context.Context, logger *slog.Logger, eng *engine.Engine, in *evalInputs) *admission.Response {
 	req := in.request
-	out, err := eng.Validate(ctx, admission.ValidationPayload(req, in.settings))
+	resp, err := admission.Evaluate(ctx, eng.Validate, req, in.settings)
 	if err != nil {
 		logger.WarnContext(ctx, "evaluation failed", "uid", req.UID, "error", err)
-		return admission.Errored(req.UID, admission.CodeEvaluationFailed, err)
+		return resp
 	}
-	vr, err := admission.ParseValidationResponse(out)
-	if err != nil {
-		logger.WarnContext(ctx, "evaluation failed", "uid", req.UID, "error", err)
-		return admission.Errored(req.UID, admission.CodeEvaluationFailed, err)
-	}
-	resp := admission.Respond(req, vr)
 	logger.DebugContext(ctx, "request evaluated", "uid", req.UID, "kind", req.Kind.Kind,
 		"operation", req.Operation, "allowed", resp.Allowed, "mutated", resp.Patch != nil)
 	return resp

@@ -185,18 +185,6 @@ func (f *serveFlags) check() error {
 	return nil
 }
 
-// readSettings returns the initial settings of serve.
-func (f *serveFlags) readSettings() (json.RawMessage, error) {
-	switch {
-	case f.settingsJSON != "":
-		return settings.JSONObject("--settings-json", []byte(f.settingsJSON))
-	case f.settingsPath != "":
-		return settings.ReadFile(f.settingsPath)
-	default:
-		return settings.Empty, nil
-	}
-}
-
 func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error {
 	logger, err := a.logger()
 	if err != nil {
@@ -209,7 +197,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	if err != nil {
 		return err
 	}
-	initial, err := f.readSettings()
+	initial, err := readSettings(f.settingsPath, f.settingsJSON)
 	if err != nil {
 		return err
 	}
@@ -235,7 +223,9 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
-	certs, err := certwatch.New(certwatch.Options{
+	var certs *certwatch.Watcher
+	recordExpiry := func() { metrics.SetCertificateExpiry(float64(certs.Certificate().NotAfter.Unix())) }
+	certs, err = certwatch.New(certwatch.Options{
 		CertFile:     f.certFile,
 		KeyFile:      f.keyFile,
 		ClientCAFile: f.clientCAFile,
@@ -243,15 +233,13 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		Logger:       logger.With("component", "tls"),
 		OnReload: func(what string, err error) {
 			metrics.TLSReloaded(what, err)
+			if what == certwatch.ReloadCertificate && err == nil {
+				recordExpiry()
+			}
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("load TLS files: %w", err)
-	}
-	recordExpiry := func() {
-		if c := certs.Certificate(); c != nil {
-			metrics.SetCertificateExpiry(float64(c.NotAfter.Unix()))
-		}
 	}
 	recordExpiry()
 
@@ -315,22 +303,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		return err
 	}
 	go store.Run(ctx)
-	go func() {
-		certs.Run(ctx)
-	}()
-	go func() {
-		// The expiry gauge follows certificate reloads.
-		t := time.NewTicker(f.certReload)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				recordExpiry()
-			}
-		}
-	}()
+	go certs.Run(ctx)
 	handler.Start(e, store.Current)
 	logger.InfoContext(ctx, "webhook ready", "module", name, "instances", f.instances,
 		"timeout", f.timeout.String(), "settings", settingsSource(f))

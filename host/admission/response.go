@@ -2,6 +2,7 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,6 +125,15 @@ type Status struct {
 // A mutated object for a request without object (DELETE), or one that cannot
 // be diffed, yields an [Errored] response with code 500.
 func Respond(req *Request, vr *ValidationResponse) *Response {
+	resp, err := respond(req, vr)
+	if err != nil {
+		return Errored(req.UID, CodeEvaluationFailed, err)
+	}
+	return resp
+}
+
+// respond is Respond, with the failure to build a patch as an error.
+func respond(req *Request, vr *ValidationResponse) (*Response, error) {
 	resp := &Response{
 		UID:              req.UID,
 		Allowed:          vr.Accepted,
@@ -140,22 +150,57 @@ func Respond(req *Request, vr *ValidationResponse) *Response {
 		}
 	}
 	if vr.MutatedObject == nil {
-		return resp
+		return resp, nil
 	}
 	if req.Object == nil {
-		return Errored(req.UID, CodeEvaluationFailed, errMutateWithoutObject)
+		return nil, errMutateWithoutObject
 	}
 	ops, err := diffDocuments(req.Object, vr.MutatedObject)
 	if err != nil {
-		return Errored(req.UID, CodeEvaluationFailed, fmt.Errorf("create patch: %w", err))
+		return nil, fmt.Errorf("create patch: %w", err)
 	}
 	if len(ops) == 0 {
-		return resp
+		return resp, nil
 	}
 	patchType := PatchTypeJSONPatch
 	resp.PatchType = &patchType
 	resp.Patch = encodePatch(ops)
-	return resp
+	return resp, nil
+}
+
+// ErrBadResponse matches the errors of [Evaluate] that come from the
+// policy's answer rather than from running it: not a ValidationResponse, or
+// a mutation no patch can be built from.
+var ErrBadResponse = errors.New("unusable policy response")
+
+// badResponse marks err as an ErrBadResponse without changing its text.
+type badResponse struct{ err error }
+
+func (e badResponse) Error() string   { return e.err.Error() }
+func (e badResponse) Unwrap() []error { return []error{e.err, ErrBadResponse} }
+
+// ValidateFunc runs a policy's validate operation on a payload and returns
+// its raw answer; engine.Engine.Validate is one.
+type ValidateFunc func(ctx context.Context, payload []byte) ([]byte, error)
+
+// Evaluate runs validate on req with settings and builds the
+// AdmissionResponse. When the evaluation fails (the call fails, the answer
+// is not a ValidationResponse, or no patch can be built from it), the
+// response is [Errored] with code 500 and the error says why; callers log
+// and count it.
+func Evaluate(ctx context.Context, validate ValidateFunc, req *Request, settings json.RawMessage) (*Response, error) {
+	out, err := validate(ctx, ValidationPayload(req, settings))
+	if err != nil {
+		return Errored(req.UID, CodeEvaluationFailed, err), err
+	}
+	vr, err := ParseValidationResponse(out)
+	if err == nil {
+		var resp *Response
+		if resp, err = respond(req, vr); err == nil {
+			return resp, nil
+		}
+	}
+	return Errored(req.UID, CodeEvaluationFailed, err), badResponse{err}
 }
 
 // Errored is the response for an evaluation that failed: not allowed, with

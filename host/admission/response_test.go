@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -318,4 +319,60 @@ func TestMarshal(t *testing.T) {
 		`{"uid":"u","allowed":false,"status":{"message":"replicas must be <= 5 & > 0","code":400},`+
 			`"auditAnnotations":null,"warnings":null}`,
 		string(got))
+}
+
+func TestEvaluate(t *testing.T) {
+	t.Parallel()
+	pod, err := ParseRequest([]byte(`{"uid":"u1","operation":"CREATE","object":{"metadata":{"name":"p"}}}`))
+	require.NoError(t, err)
+	del, err := ParseRequest([]byte(`{"uid":"u2","operation":"DELETE","object":null}`))
+	require.NoError(t, err)
+	guestFailed := errors.New("guest trapped")
+
+	tests := []struct {
+		name        string
+		req         *Request
+		answer      string
+		callErr     error
+		wantAllowed bool
+		wantPatch   bool
+		wantErr     string
+		wantBad     bool
+	}{
+		{name: "accepted", req: pod, answer: `{"accepted":true}`, wantAllowed: true},
+		{name: "mutated", req: pod, answer: `{"accepted":true,"mutated_object":{"metadata":{"name":"q"}}}`,
+			wantAllowed: true, wantPatch: true},
+		{name: "the call fails", req: pod, callErr: guestFailed, wantErr: "guest trapped"},
+		{name: "not a ValidationResponse", req: pod, answer: `{"accepted": tru`, wantErr: "decode validation response", wantBad: true},
+		{name: "mutation without object", req: del, answer: `{"accepted":true,"mutated_object":{}}`,
+			wantErr: "the policy tried to mutate a request without object", wantBad: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var seen []byte
+			resp, err := Evaluate(t.Context(), func(_ context.Context, payload []byte) ([]byte, error) {
+				seen = payload
+				return []byte(tc.answer), tc.callErr
+			}, tc.req, json.RawMessage(`{"k":1}`))
+			assert.Equal(t, `{"request":`+string(tc.req.Raw)+`,"settings":{"k":1}}`, string(seen))
+			require.NotNil(t, resp)
+			assert.Equal(t, tc.req.UID, resp.UID)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				assert.Equal(t, tc.wantAllowed, resp.Allowed)
+				assert.Equal(t, tc.wantPatch, resp.Patch != nil)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+			assert.Equal(t, tc.wantBad, errors.Is(err, ErrBadResponse))
+			assert.False(t, resp.Allowed)
+			require.NotNil(t, resp.Status)
+			assert.Equal(t, CodeEvaluationFailed, resp.Status.Code)
+			assert.Equal(t, err.Error(), resp.Status.Message, "the error's text is not changed by the marking")
+			if tc.callErr != nil {
+				assert.ErrorIs(t, err, guestFailed)
+			}
+		})
+	}
 }

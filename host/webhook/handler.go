@@ -288,18 +288,9 @@ func (h *Handler) deadline(r *http.Request) time.Duration {
 // when the evaluation failed, the metric cause and the error (the response
 // is then allowed=false, code 500).
 func evaluate(ctx context.Context, t *target, req *admission.Request) (*admission.Response, string, error) {
-	out, err := t.policy.Validate(ctx, admission.ValidationPayload(req, t.settings()))
+	resp, err := admission.Evaluate(ctx, t.policy.Validate, req, t.settings())
 	if err != nil {
-		return admission.Errored(req.UID, admission.CodeEvaluationFailed, err), causeOf(err), err
-	}
-	vr, err := admission.ParseValidationResponse(out)
-	if err != nil {
-		return admission.Errored(req.UID, admission.CodeEvaluationFailed, err), CauseBadResponse, err
-	}
-	resp := admission.Respond(req, vr)
-	if !resp.Allowed && resp.Status != nil && resp.Status.Code == admission.CodeEvaluationFailed && vr.Accepted {
-		// Respond could not build a patch from the policy's answer.
-		return resp, CauseBadResponse, errors.New(resp.Status.Message)
+		return resp, causeOf(err), err
 	}
 	return resp, "", nil
 }
@@ -323,6 +314,8 @@ func causeOf(err error) string {
 		return CauseGuestError
 	case errors.Is(err, context.Canceled):
 		return CauseCanceled
+	case errors.Is(err, admission.ErrBadResponse):
+		return CauseBadResponse
 	default:
 		return CauseInternal
 	}
