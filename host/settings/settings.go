@@ -168,8 +168,9 @@ type Store struct {
 // NewStore returns a Store holding initial, which the caller has already
 // validated (a program must refuse to start with invalid settings, so the
 // first validation is the caller's, with its own error path). With a Path,
-// initial should be that file's content: its hash is taken so that the
-// first poll does not re-validate it.
+// initial is normally that file's content; the first poll then finds the
+// same settings and validates nothing, and if the file changed in between,
+// the change is picked up.
 func NewStore(initial json.RawMessage, opts Options) (*Store, error) {
 	opts.setDefaults()
 	if opts.Path != "" && opts.Validate == nil {
@@ -177,11 +178,6 @@ func NewStore(initial json.RawMessage, opts Options) (*Store, error) {
 	}
 	s := &Store{opts: opts}
 	s.set(initial)
-	if opts.Path != "" {
-		if data, err := os.ReadFile(opts.Path); err == nil {
-			s.seen = sha256.Sum256(data)
-		}
-	}
 	return s, nil
 }
 
