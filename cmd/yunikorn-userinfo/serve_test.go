@@ -340,18 +340,12 @@ func TestServe_failingGuest(t *testing.T) {
 			status, out := postReview(t, client, s.url, body(tc.uid))
 			require.Equal(t, http.StatusOK, status)
 			var r struct {
-				Response struct {
-					UID     string `json:"uid"`
-					Allowed bool   `json:"allowed"`
-					Status  struct {
-						Code    int    `json:"code"`
-						Message string `json:"message"`
-					} `json:"status"`
-				} `json:"response"`
+				Response fixtures.AdmissionResponse `json:"response"`
 			}
 			require.NoError(t, json.Unmarshal(out, &r), "%s", out)
 			assert.Equal(t, tc.uid, r.Response.UID)
 			assert.False(t, r.Response.Allowed)
+			require.NotNil(t, r.Response.Status)
 			assert.Equal(t, 500, r.Response.Status.Code)
 			assert.Contains(t, r.Response.Status.Message, tc.message)
 

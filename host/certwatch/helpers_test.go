@@ -308,3 +308,18 @@ func servedSerial(t *testing.T, c client, addr string) *big.Int {
 	require.NoError(t, err)
 	return res.serverCert.SerialNumber
 }
+
+// newRecordedWatcher watches the pair in dir, recording reload hooks and
+// logs.
+func newRecordedWatcher(t *testing.T, dir layout) (*Watcher, *hookRecorder, *logBuffer) {
+	t.Helper()
+	hooks, logs := &hookRecorder{}, &logBuffer{}
+	w, err := New(Options{
+		CertFile: dir.path(certName),
+		KeyFile:  dir.path(keyName),
+		Logger:   logs.logger(),
+		OnReload: hooks.record,
+	})
+	require.NoError(t, err)
+	return w, hooks, logs
+}

@@ -159,15 +159,7 @@ func TestReloadRotatesCertificate(t *testing.T) {
 			a, b := serverPair(t, ca), serverPair(t, ca)
 			dir := tc.newLayout(t)
 			dir.write(t, pairFiles(a))
-			var hooks hookRecorder
-			var logs logBuffer
-			w, err := New(Options{
-				CertFile: dir.path(certName),
-				KeyFile:  dir.path(keyName),
-				Logger:   logs.logger(),
-				OnReload: hooks.record,
-			})
-			require.NoError(t, err)
+			w, hooks, logs := newRecordedWatcher(t, dir)
 			addr := serve(t, w)
 			c := client{roots: pool(t, ca)}
 			require.Equal(t, a.serial(t), servedSerial(t, c, addr))
@@ -248,20 +240,12 @@ func TestReloadKeepsPreviousOnBrokenUpdate(t *testing.T) {
 			a, b := serverPair(t, ca), serverPair(t, ca)
 			dir := newPlainDir(t)
 			dir.write(t, pairFiles(a))
-			var hooks hookRecorder
-			var logs logBuffer
-			w, err := New(Options{
-				CertFile: dir.path(certName),
-				KeyFile:  dir.path(keyName),
-				Logger:   logs.logger(),
-				OnReload: hooks.record,
-			})
-			require.NoError(t, err)
+			w, hooks, logs := newRecordedWatcher(t, dir)
 			addr := serve(t, w)
 			c := client{roots: pool(t, ca)}
 
 			tc.breakFiles(t, dir, b)
-			err = w.Reload()
+			err := w.Reload()
 			require.ErrorContains(t, err, tc.wantErr)
 			assert.Equal(t, a.serial(t), servedSerial(t, c, addr), "previous certificate stays in force")
 			assertHookCall(t, hooks.take(), ReloadCertificate, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 )
 
 // hostileWasm is testdata/hostile.wat (see its header for what each uid
@@ -31,20 +32,9 @@ var hostileWasm []byte
 // review is the decoded answer of the webhook, strictly typed so that a
 // malformed answer fails the test.
 type review struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Response   struct {
-		UID       string  `json:"uid"`
-		Allowed   bool    `json:"allowed"`
-		PatchType *string `json:"patchType"`
-		Patch     []byte  `json:"patch"`
-		Status    *struct {
-			Message string `json:"message"`
-			Code    int    `json:"code"`
-		} `json:"status"`
-		AuditAnnotations map[string]string `json:"auditAnnotations"`
-		Warnings         []string          `json:"warnings"`
-	} `json:"response"`
+	APIVersion string                     `json:"apiVersion"`
+	Kind       string                     `json:"kind"`
+	Response   fixtures.AdmissionResponse `json:"response"`
 }
 
 func decodeReview(t *testing.T, body []byte) review {

@@ -44,6 +44,34 @@ func testTLS(t *testing.T) (*tls.Config, *http.Client) {
 	return w.TLSConfig(), client
 }
 
+// startServer serves opts until the test ends.
+func startServer(t *testing.T, opts ServerOptions) *Server {
+	t.Helper()
+	srv, err := NewServer(opts)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-served })
+	return srv
+}
+
+// postOver posts reviewBody(uid) to srv's /mutate with client and returns
+// the decoded answer and the response (its body already read).
+func postOver(t *testing.T, client *http.Client, srv *Server, uid string) (review, *http.Response) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://"+srv.Addr().String()+PathMutate,
+		strings.NewReader(reviewBody(uid)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return decodeReview(t, body), resp
+}
+
 func loopback(t *testing.T) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -189,7 +217,7 @@ func TestServer_tlsAndMetrics(t *testing.T) {
 		return []byte(`{"accepted":true}`), nil
 	}), emptySettings)
 	metricsHit := make(chan struct{}, 1)
-	srv, err := NewServer(ServerOptions{
+	srv := startServer(t, ServerOptions{
 		Listener:        loopback(t),
 		TLSConfig:       tlsConfig,
 		Handler:         h,
@@ -199,27 +227,14 @@ func TestServer_tlsAndMetrics(t *testing.T) {
 			_, _ = io.WriteString(w, "ok")
 		}),
 	})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-served })
 
 	// TLS 1.1 is refused, TLS 1.2 works.
 	old := &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11} //nolint:gosec // the point of the test
-	_, err = tls.Dial("tcp", srv.Addr().String(), old)
+	_, err := tls.Dial("tcp", srv.Addr().String(), old)
 	require.Error(t, err, "TLS 1.1 handshake")
 
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://"+srv.Addr().String()+PathMutate,
-		strings.NewReader(reviewBody("tls-1")))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	_ = resp.Body.Close()
-	assert.Equal(t, "tls-1", decodeReview(t, body).Response.UID)
+	r, resp := postOver(t, client, srv, "tls-1")
+	assert.Equal(t, "tls-1", r.Response.UID)
 	assert.Equal(t, uint16(tls.VersionTLS13), resp.TLS.Version)
 
 	// Plain HTTP on the webhook port gets nowhere; metrics are plain HTTP.
@@ -240,15 +255,10 @@ func TestServer_slowClient(t *testing.T) {
 	h.Start(policyFunc(func(context.Context, []byte) ([]byte, error) {
 		return []byte(`{"accepted":true}`), nil
 	}), emptySettings)
-	srv, err := NewServer(ServerOptions{
+	srv := startServer(t, ServerOptions{
 		Listener: loopback(t), TLSConfig: tlsConfig, Handler: h,
 		ReadHeaderTimeout: 200 * time.Millisecond,
 	})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-	t.Cleanup(func() { cancel(); <-served })
 
 	conn, err := tls.Dial("tcp", srv.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only the timeout matters
 	require.NoError(t, err)
@@ -262,14 +272,6 @@ func TestServer_slowClient(t *testing.T) {
 		require.False(t, netErr.Timeout(), "the server closed the connection before the test's own 3 s deadline (the default ReadHeaderTimeout is 5 s)")
 	}
 
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://"+srv.Addr().String()+PathMutate,
-		strings.NewReader(reviewBody("after-slow")))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	_ = resp.Body.Close()
-	assert.Equal(t, "after-slow", decodeReview(t, body).Response.UID)
+	r, _ := postOver(t, client, srv, "after-slow")
+	assert.Equal(t, "after-slow", r.Response.UID)
 }
