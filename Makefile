@@ -94,7 +94,7 @@ fuzz: ## A short, bounded fuzz run of each target (FUZZTIME, default 10s)
 	  $(GO) test ./policy -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) >/dev/null || { \
 	    $(GO) test ./policy -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) | tail -30; exit 1; }; \
 	done
-	@echo "fuzz FuzzCreatePatch ($(FUZZTIME))"
+	@echo "fuzz FuzzCreatePatch ($(FUZZTIME))"; mkdir -p $(BUILD)
 	@$(GO) test ./host/admission -run '^$$' -fuzz '^FuzzCreatePatch$$' -fuzztime $(FUZZTIME) >$(BUILD)/fuzz.log 2>&1 || { \
 	  tail -30 $(BUILD)/fuzz.log; echo "failing input saved under host/admission/testdata/fuzz/"; exit 1; }
 
