@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/yunikorn-userinfo/userinfo/host/engine/internal/budget"
 )
 
 // Operations every Kubewarden waPC policy exports.
@@ -39,6 +42,10 @@ const (
 const (
 	DefaultTimeout          = 2 * time.Second
 	DefaultMemoryLimitPages = 1024 // 64 MiB
+	// DefaultBudget lets a tight guest loop run for roughly one to two
+	// seconds on current CPUs; our policy needs well under 100,000 per
+	// evaluation, even for a request near the API server's size limit.
+	DefaultBudget = 1 << 31
 
 	// maxMemoryPages is the most a 32-bit Wasm memory can hold (4 GiB).
 	maxMemoryPages = 65536
@@ -74,6 +81,16 @@ type Options struct {
 	// HostCalls answers the guest's __host_call.
 	// Default: KubewardenHostCalls(Logger).
 	HostCalls HostCallHandler
+
+	// Budget is how many function calls and loop iterations one invocation
+	// may run. The module is instrumented to count them itself (see
+	// internal/budget): that is how a guest is stopped at its deadline
+	// without wazero's per-iteration exit to Go, and it is the hard stop
+	// when no CPU is free to deliver the deadline. A guest that runs out
+	// fails with ErrTimeout. Modules the instrumentation does not support
+	// run unmodified under wazero's context checks, and Budget does not
+	// apply to them. Default: DefaultBudget.
+	Budget uint64
 }
 
 func (o *Options) setDefaults() {
@@ -90,6 +107,9 @@ func (o *Options) setDefaults() {
 		o.MemoryLimitPages = DefaultMemoryLimitPages
 	}
 	o.MemoryLimitPages = min(o.MemoryLimitPages, maxMemoryPages)
+	if o.Budget == 0 {
+		o.Budget = DefaultBudget
+	}
 	if o.HostCalls == nil {
 		o.HostCalls = KubewardenHostCalls(o.Logger)
 	}
@@ -115,6 +135,8 @@ type Engine struct {
 	logger   *slog.Logger
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
+	// metered: the module carries the budget global (internal/budget).
+	metered bool
 
 	// slots bounds concurrent invocations, and so live instances: an
 	// invocation holds a slot while it runs. It takes an idle instance if
@@ -138,8 +160,31 @@ type Engine struct {
 // broken or foreign module fails here rather than on first use.
 func New(ctx context.Context, wasm []byte, opts Options) (*Engine, error) {
 	opts.setDefaults()
+	metered, err := budget.Instrument(wasm)
+	if err != nil {
+		opts.Logger.LogAttrs(ctx, slog.LevelInfo, "module runs under wazero's context checks, which are slower",
+			slog.String("reason", err.Error()))
+		return newEngine(ctx, wasm, opts, false)
+	}
+	e, err := newEngine(ctx, metered, opts, true)
+	if errors.Is(err, errCompile) {
+		// The rewrite is ours; if wazero refuses it, the original may
+		// still be fine (and if not, the error comes from it).
+		opts.Logger.LogAttrs(ctx, slog.LevelWarn, "instrumented module failed, running the original under wazero's context checks",
+			slog.String("error", err.Error()))
+		return newEngine(ctx, wasm, opts, false)
+	}
+	return e, err
+}
+
+// errCompile marks a module wazero refused to compile.
+var errCompile = errors.New("compile module")
+
+func newEngine(ctx context.Context, wasm []byte, opts Options, metered bool) (*Engine, error) {
 	cfg := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(true). // how deadlines stop a looping guest
+		// Without the budget, wazero's checks are how deadlines stop a
+		// looping guest.
+		WithCloseOnContextDone(!metered).
 		WithMemoryLimitPages(opts.MemoryLimitPages)
 	if opts.CompilationCache != nil {
 		cfg = cfg.WithCompilationCache(opts.CompilationCache)
@@ -148,6 +193,7 @@ func New(ctx context.Context, wasm []byte, opts Options) (*Engine, error) {
 		opts:    opts,
 		logger:  opts.Logger,
 		runtime: newRuntime(ctx, cfg),
+		metered: metered,
 		slots:   make(chan struct{}, opts.MaxInstances),
 		idle:    make(chan *instance, opts.MaxInstances),
 		done:    make(chan struct{}),
@@ -181,7 +227,7 @@ func (e *Engine) init(ctx context.Context, wasm []byte) error {
 	}
 	compiled, err := e.runtime.CompileModule(ctx, wasm)
 	if err != nil {
-		return fmt.Errorf("compile module: %w", err)
+		return fmt.Errorf("%w: %w", errCompile, err)
 	}
 	e.compiled = compiled
 	if err := checkModule(compiled); err != nil {
@@ -375,6 +421,10 @@ func (e *Engine) Stats() Stats {
 		Waits:        e.waits.Load(),
 	}
 }
+
+// Metered reports whether the module runs instrumented with a work budget
+// (Options.Budget), rather than under wazero's slower context checks.
+func (e *Engine) Metered() bool { return e.metered }
 
 // Close releases the runtime and every instance. Invocations still running
 // fail; later ones return ErrClosed. Close is idempotent.

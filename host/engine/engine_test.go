@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"runtime"
 	"testing"
 	"time"
 
@@ -459,4 +460,61 @@ func TestPolicyWasm(t *testing.T) {
 	got, err := e.ValidateSettings(t.Context(), []byte(`{}`))
 	require.NoError(t, err)
 	assert.Equal(t, engine.SettingsValidation{Valid: true}, got)
+}
+
+// TestEngine_budget covers how a guest is stopped: by the deadline or by
+// its work budget when the module is metered, and by wazero's context
+// checks when the module cannot be instrumented.
+func TestEngine_budget(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		guest       string
+		opts        engine.Options
+		wantMetered bool
+		wantErr     string
+	}{
+		{name: "metered, deadline", guest: "loop", opts: engine.Options{Timeout: shortTimeout},
+			wantMetered: true, wantErr: "context deadline exceeded"},
+		{name: "metered, budget runs out first", guest: "loop", opts: engine.Options{Timeout: time.Minute, Budget: 1 << 20},
+			wantMetered: true, wantErr: "work budget of 1048576 function calls and loop iterations used up"},
+		{name: "not instrumentable, deadline", guest: "loop_simd", opts: engine.Options{Timeout: shortTimeout},
+			wantMetered: false, wantErr: "deadline"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEngine(t, tc.guest, tc.opts)
+			assert.Equal(t, tc.wantMetered, e.Metered())
+			_, err := e.Invoke(t.Context(), "spin", nil)
+			require.ErrorIs(t, err, engine.ErrTimeout)
+			assert.Contains(t, err.Error(), tc.wantErr)
+			// The instance was replaced and the next call is served.
+			v, err := e.ProtocolVersion(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, engine.ProtocolV1, v)
+			assert.Equal(t, uint64(1), e.Stats().Replacements)
+		})
+	}
+}
+
+// TestEngine_budget_allCPUsBusy fills every CPU the Go scheduler has with
+// looping guests: each must still be stopped at its deadline, which needs
+// the instrumented code to yield to the scheduler (Go cannot preempt it).
+func TestEngine_budget_allCPUsBusy(t *testing.T) {
+	t.Parallel()
+	n := runtime.GOMAXPROCS(0) + 1
+	e := newEngine(t, "loop", engine.Options{MaxInstances: n, Timeout: shortTimeout})
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := e.Invoke(t.Context(), "spin", nil)
+			errs <- err
+		}()
+	}
+	for range n {
+		err := <-errs
+		require.ErrorIs(t, err, engine.ErrTimeout)
+		assert.Contains(t, err.Error(), "context deadline exceeded", "stopped by the deadline, not the budget")
+	}
 }

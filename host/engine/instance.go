@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/yunikorn-userinfo/userinfo/host/engine/internal/budget"
 )
 
 // instance is one instantiated guest. It is used by one goroutine at a time
@@ -17,6 +20,10 @@ import (
 type instance struct {
 	mod       api.Module
 	guestCall api.Function
+	// budget is the instrumented module's work counter (nil when the
+	// module runs under wazero's context checks instead).
+	budget    api.MutableGlobal
+	budgetMax uint64
 	stdout    *logWriter
 	stderr    *logWriter
 	// dead means the instance must not be reused: it trapped, timed out,
@@ -51,6 +58,14 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 		return nil, fmt.Errorf("instantiate module: %w", err)
 	}
 	inst.mod = mod
+	if e.metered {
+		g, ok := mod.ExportedGlobal(budget.Export).(api.MutableGlobal)
+		if !ok {
+			inst.close(ctx)
+			return nil, fmt.Errorf("instantiate module: instrumented module lacks the mutable global %s", budget.Export)
+		}
+		inst.budget, inst.budgetMax = g, e.opts.Budget
+	}
 	if err := inst.init(ctx); err != nil {
 		inst.close(ctx)
 		return nil, err
@@ -61,28 +76,46 @@ func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 }
 
 func (i *instance) init(ctx context.Context) error {
+	stop := i.arm(ctx)
+	step, err := i.start(ctx)
+	exhausted := stop()
+	switch {
+	case err == nil:
+		return nil
+	case step == "":
+		return err
+	case exhausted:
+		return fmt.Errorf("call %s: %w", step, i.budgetError(ctx, err))
+	}
+	return fmt.Errorf("call %s: %w", step, classify(err))
+}
+
+// start runs the initializers. It returns the failing export and the raw
+// error from the call, or an empty step with an error that needs no
+// classifying.
+func (i *instance) start(ctx context.Context) (step string, err error) {
 	if fn := i.mod.ExportedFunction(exportInitialize); fn != nil {
 		if _, err := fn.Call(ctx); err != nil {
-			return fmt.Errorf("call %s: %w", exportInitialize, classify(err))
+			return exportInitialize, err
 		}
 	} else if fn := i.mod.ExportedFunction(exportStart); fn != nil {
 		if _, err := fn.Call(ctx); err != nil {
 			var exit *sys.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 0 {
-				return fmt.Errorf("call %s: %w", exportStart, classify(err))
+				return exportStart, err
 			}
 		}
 	}
 	if i.mod.IsClosed() {
 		// Our proc_exit never closes the module; something else did.
-		return fmt.Errorf("start module: %w: module closed during start", ErrExited)
+		return "", fmt.Errorf("start module: %w: module closed during start", ErrExited)
 	}
 	if fn := i.mod.ExportedFunction(exportWapcInit); fn != nil {
 		if _, err := fn.Call(ctx); err != nil {
-			return fmt.Errorf("call %s: %w", exportWapcInit, classify(err))
+			return exportWapcInit, err
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // call runs one waPC operation. On a trap, timeout or exit it marks the
@@ -92,9 +125,14 @@ func (i *instance) call(ctx context.Context, operation string, payload []byte) (
 		return nil, fmt.Errorf("invoke %q: operation or payload does not fit 32-bit wasm", operation)
 	}
 	inv := &invocation{operation: operation, payload: payload}
+	stop := i.arm(ctx)
 	results, err := i.guestCall.Call(withInvocation(ctx, inv), uint64(len(operation)), uint64(len(payload)))
+	exhausted := stop()
 	if err != nil {
 		i.dead = true
+		if exhausted {
+			return nil, fmt.Errorf("invoke %q: %w", operation, i.budgetError(ctx, err))
+		}
 		return nil, fmt.Errorf("invoke %q: %w", operation, classify(err))
 	}
 	// The call succeeded, but the deadline may have closed the module
@@ -110,6 +148,54 @@ func (i *instance) call(ctx context.Context, operation string, payload []byte) (
 		msg = fmt.Sprintf("call to %q was unsuccessful", operation)
 	}
 	return nil, &GuestError{Operation: operation, Message: msg}
+}
+
+// arm gives a metered instance its budget for one call, and zeroes the
+// budget when ctx is done so the guest traps at its next function entry or
+// loop iteration. The returned stop must be called when the call returns;
+// it reports whether the budget ran out or was zeroed (so a trap was the
+// budget's doing, not the guest's).
+func (i *instance) arm(ctx context.Context) (stop func() bool) {
+	if i.budget == nil {
+		return func() bool { return false }
+	}
+	i.budget.Set(i.budgetMax)
+	fired := make(chan struct{})
+	finished := make(chan struct{})
+	stopAfter := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		// The guest decrements the counter with a plain load and store,
+		// so one zeroing could be overwritten by an iteration already
+		// in flight: repeat until the call returns.
+		for {
+			i.budget.Set(0)
+			select {
+			case <-finished:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
+	return func() bool {
+		close(finished)
+		if !stopAfter() {
+			<-fired // the zeroing ran; wait so it cannot race the next call
+		}
+		return int64(i.budget.Get()) <= 0
+	}
+}
+
+// budgetError classifies a trap caused by the budget, as classify does the
+// errors of wazero's own context checks: the deadline, a cancellation, or
+// a guest that ran out of budget first.
+func (i *instance) budgetError(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		if errors.Is(cause, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: %w: %w", ErrTimeout, cause, err)
+		}
+		return fmt.Errorf("guest canceled: %w: %w", cause, err)
+	}
+	return fmt.Errorf("%w: work budget of %d function calls and loop iterations used up: %w", ErrTimeout, i.budgetMax, err)
 }
 
 func (i *instance) close(ctx context.Context) {

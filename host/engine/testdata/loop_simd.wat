@@ -1,0 +1,51 @@
+;; loop_simd is loop with one SIMD instruction, which the budget
+;; instrumentation does not support: the engine runs it under wazero's
+;; context checks instead.
+(module
+  (import "wapc" "__guest_request" (func $guest_request (param i32 i32)))
+  (import "wapc" "__guest_response" (func $guest_response (param i32 i32)))
+
+  ;; Memory layout: constants below 256, the operation at 256 (at most 256
+  ;; bytes), scratch from 1024, the payload at 65536 (memory grows to fit).
+  (memory (export "memory") 2)
+  (data (i32.const 0) "protocol_version")
+  (data (i32.const 16) "\"v1\"")
+
+  ;; $request fetches the operation and payload of the current call.
+  (func $request (param $op_len i32) (param $payload_len i32)
+    (local $pages i32)
+    (if (i32.gt_u (local.get $op_len) (i32.const 256)) (then (unreachable)))
+    ;; pages needed for 65536 + payload_len bytes
+    (local.set $pages
+      (i32.shr_u (i32.add (local.get $payload_len) (i32.const 0x1ffff)) (i32.const 16)))
+    (if (i32.gt_u (local.get $pages) (memory.size))
+      (then
+        (if (i32.eq (memory.grow (i32.sub (local.get $pages) (memory.size))) (i32.const -1))
+          (then (unreachable)))))
+    (call $guest_request (i32.const 256) (i32.const 65536)))
+
+  ;; $op_is reports whether the operation equals the len bytes at ptr.
+  (func $op_is (param $op_len i32) (param $ptr i32) (param $len i32) (result i32)
+    (local $i i32)
+    (if (i32.ne (local.get $op_len) (local.get $len)) (then (return (i32.const 0))))
+    (block $done
+      (loop $next
+        (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
+        (if (i32.ne (i32.load8_u offset=256 (local.get $i))
+                    (i32.load8_u (i32.add (local.get $ptr) (local.get $i))))
+          (then (return (i32.const 0))))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $next)))
+    (i32.const 1))
+
+  (func (export "__guest_call") (param $op_len i32) (param $payload_len i32) (result i32)
+    (call $request (local.get $op_len) (local.get $payload_len))
+    (if (call $op_is (local.get $op_len) (i32.const 0) (i32.const 16))
+      (then
+        (call $guest_response (i32.const 16) (i32.const 4))
+        (return (i32.const 1))))
+    (loop $forever (br $forever))
+    (unreachable))
+  (func (export "lanes") (result i32)
+    (i32x4.extract_lane 1 (v128.const i32x4 1 2 3 4)))
+)
