@@ -9,6 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
 )
 
 // maxDepth bounds the nesting of documents given to [CreatePatch], so a
@@ -27,9 +31,10 @@ const maxDepth = 10000
 // compared and emitted by their exact text, so large integers survive; strings
 // are compared by their decoded value.
 //
-// Both inputs must be valid JSON without duplicate object keys: a document
-// with duplicate keys means different things to different parsers, so it is
-// refused rather than diffed.
+// Both inputs must be valid JSON. Duplicate object keys are refused where
+// the documents differ, since a document with duplicate keys means different
+// things to different parsers; a subtree that is the same text on both sides
+// is left alone without being decoded.
 //
 // See https://www.rfc-editor.org/rfc/rfc6902 and
 // https://www.rfc-editor.org/rfc/rfc6901 (path escaping).
@@ -41,19 +46,206 @@ func CreatePatch(original, mutated []byte) ([]byte, error) {
 	return encodePatch(ops), nil
 }
 
-// diffDocuments parses both documents and returns the operations between them.
+// diffDocuments returns the operations between two documents.
+//
+// It walks both documents' raw text side by side and descends only where
+// they differ: a mutating policy usually changes one small corner of a
+// large object (an annotation), so everything else is compared as bytes
+// and never decoded. Only the values that go into the patch are decoded
+// (into nodes, so they are written exactly as before), and only objects on
+// the path to a difference are checked for duplicate keys: a subtree that
+// is byte for byte the same on both sides came from the original request,
+// which the API server serialised, and the patch does not touch it.
 func diffDocuments(original, mutated []byte) ([]patchOp, error) {
-	a, err := parseDocument(original)
-	if err != nil {
-		return nil, fmt.Errorf("decode original document: %w", err)
+	if !json.Valid(original) {
+		return nil, fmt.Errorf("decode original document: %w", invalidError(original))
 	}
-	b, err := parseDocument(mutated)
-	if err != nil {
-		return nil, fmt.Errorf("decode mutated document: %w", err)
+	if !json.Valid(mutated) {
+		return nil, fmt.Errorf("decode mutated document: %w", invalidError(mutated))
 	}
-	var ops []patchOp
-	diffValues(&ops, "", a, b)
-	return ops, nil
+	var d differ
+	if err := d.diff("", rawResult(original), rawResult(mutated)); err != nil {
+		return nil, err
+	}
+	return d.ops, nil
+}
+
+// invalidError explains why data is not valid JSON, in the words of
+// parseDocument (the decoder's), which json.Valid does not give.
+func invalidError(data []byte) error {
+	if _, err := parseDocument(data); err != nil {
+		return err
+	}
+	return errors.New("invalid JSON")
+}
+
+// rawResult views data, which must be valid JSON, as a gjson value without
+// copying it. Nothing that outlives the diff points into data.
+func rawResult(data []byte) gjson.Result {
+	return gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
+}
+
+// differ collects the operations of one diff.
+type differ struct {
+	ops []patchOp
+}
+
+// diff appends the operations turning a into b at path.
+func (d *differ) diff(path string, a, b gjson.Result) error {
+	if a.Raw == b.Raw {
+		return nil
+	}
+	ka, kb := rawKind(a), rawKind(b)
+	switch {
+	case ka != kb:
+	case ka == kindObject:
+		return d.diffObjects(path, a, b)
+	case ka == kindArray:
+		return d.diffArrays(path, a, b)
+	case ka == kindString:
+		same, err := sameString(a.Raw, b.Raw)
+		if err != nil || same {
+			return err
+		}
+	case strings.TrimSpace(a.Raw) == strings.TrimSpace(b.Raw):
+		// Numbers compare by their text, as the node diff did.
+		return nil
+	}
+	return d.add("replace", path, b)
+}
+
+// add appends an add or replace of the value v.
+func (d *differ) add(op, path string, v gjson.Result) error {
+	n, err := parseAt([]byte(v.Raw), path)
+	if err != nil {
+		return fmt.Errorf("decode mutated document: %w", err)
+	}
+	d.ops = append(d.ops, patchOp{op: op, path: path, value: n})
+	return nil
+}
+
+// member is one member of an object being diffed.
+type member struct {
+	key   string
+	value gjson.Result
+}
+
+func (d *differ) diffObjects(path string, a, b gjson.Result) error {
+	am, err := objectMembers(a, path, "original")
+	if err != nil {
+		return err
+	}
+	bm, err := objectMembers(b, path, "mutated")
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(am)+len(bm))
+	for k := range am {
+		keys = append(keys, k)
+	}
+	for k := range bm {
+		if _, ok := am[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p := path + "/" + escapePointer(k)
+		av, inA := am[k]
+		bv, inB := bm[k]
+		switch {
+		case !inB:
+			d.ops = append(d.ops, patchOp{op: "remove", path: p})
+		case !inA:
+			err = d.add("add", p, bv)
+		default:
+			err = d.diff(p, av, bv)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// objectMembers maps the decoded keys of obj to their values, refusing
+// duplicates.
+func objectMembers(obj gjson.Result, path, side string) (map[string]gjson.Result, error) {
+	members := make(map[string]gjson.Result)
+	var err error
+	obj.ForEach(func(k, v gjson.Result) bool {
+		key := k.Str
+		if strings.IndexByte(k.Raw, '\\') >= 0 {
+			// Decode escapes as encoding/json does (as the API server
+			// will), not as gjson does.
+			if err = json.Unmarshal([]byte(k.Raw), &key); err != nil {
+				err = fmt.Errorf("decode %s document: at %q: %w", side, path, err)
+				return false
+			}
+		}
+		if _, dup := members[key]; dup {
+			err = fmt.Errorf("decode %s document: at %q: duplicate key %q", side, path, key)
+			return false
+		}
+		members[key] = v
+		return true
+	})
+	return members, err
+}
+
+func (d *differ) diffArrays(path string, a, b gjson.Result) error {
+	ai, bi := a.Array(), b.Array()
+	common := min(len(ai), len(bi))
+	for i := range common {
+		if err := d.diff(path+"/"+strconv.Itoa(i), ai[i], bi[i]); err != nil {
+			return err
+		}
+	}
+	for i := common; i < len(bi); i++ {
+		if err := d.add("add", path+"/"+strconv.Itoa(i), bi[i]); err != nil {
+			return err
+		}
+	}
+	for i := len(ai) - 1; i >= common; i-- {
+		d.ops = append(d.ops, patchOp{op: "remove", path: path + "/" + strconv.Itoa(i)})
+	}
+	return nil
+}
+
+// rawKind is the JSON type of a valid value, from its first byte.
+func rawKind(v gjson.Result) valueKind {
+	raw := strings.TrimLeft(v.Raw, " \t\r\n")
+	if raw == "" {
+		return kindNull
+	}
+	switch raw[0] {
+	case '{':
+		return kindObject
+	case '[':
+		return kindArray
+	case '"':
+		return kindString
+	case 't', 'f':
+		return kindBool
+	case 'n':
+		return kindNull
+	}
+	return kindNumber
+}
+
+// sameString compares two JSON strings by their decoded values.
+func sameString(a, b string) (bool, error) {
+	if strings.IndexByte(a, '\\') < 0 && strings.IndexByte(b, '\\') < 0 && utf8.ValidString(a) && utf8.ValidString(b) {
+		return strings.TrimSpace(a) == strings.TrimSpace(b), nil
+	}
+	var as, bs string
+	if err := json.Unmarshal([]byte(a), &as); err != nil {
+		return false, fmt.Errorf("decode original document: %w", err)
+	}
+	if err := json.Unmarshal([]byte(b), &bs); err != nil {
+		return false, fmt.Errorf("decode mutated document: %w", err)
+	}
+	return as == bs, nil
 }
 
 // valueKind is the JSON type of a node.
@@ -86,9 +278,15 @@ type node struct {
 
 // parseDocument decodes exactly one JSON value from data.
 func parseDocument(data []byte) (*node, error) {
+	return parseAt(data, "")
+}
+
+// parseAt is parseDocument for a value found at path in a larger document,
+// which errors name.
+func parseAt(data []byte, path string) (*node, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	n, err := parseValue(dec, "", 0)
+	n, err := parseValue(dec, path, strings.Count(path, "/"))
 	if err != nil {
 		return nil, err
 	}

@@ -212,9 +212,10 @@ func TestCreatePatch_errors(t *testing.T) {
 		{name: "trailing data", original: `{} {}`, mutated: `{}`, wantErr: "decode original document: unexpected { after top-level value"},
 		{name: "trailing garbage", original: `{}`, mutated: `{}x`, wantErr: "decode mutated document: invalid character 'x'"},
 		{
+			// Duplicates are looked for where the documents differ.
 			name:     "duplicate key in original",
 			original: `{"metadata":{"name":"a","name":"b"}}`,
-			mutated:  `{}`,
+			mutated:  `{"metadata":{"name":"c"}}`,
 			wantErr:  `decode original document: at "/metadata": duplicate key "name"`,
 		},
 		{

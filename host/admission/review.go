@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
 )
 
 // kindAdmissionReview is the kind of a full AdmissionReview. A bare
@@ -66,7 +70,9 @@ type Request struct {
 // struct tags. When a key is duplicated the last value wins, as in
 // encoding/json.
 func ParseRequest(data []byte) (*Request, error) {
-	data = bytes.TrimSpace(data)
+	// Cloned so that the Request does not alias a buffer the caller may
+	// reuse (its members are slices of the clone).
+	data = bytes.Clone(bytes.TrimSpace(data))
 	top, err := decodeObject(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode admission input: %w", err)
@@ -74,9 +80,7 @@ func ParseRequest(data []byte) (*Request, error) {
 	if isReview(top) {
 		return reviewRequest(top)
 	}
-	// Cloned so that the Request does not alias a buffer the caller may reuse
-	// (the members in top are copies already).
-	req, err := newRequest(bytes.Clone(data), top)
+	req, err := newRequest(data, top)
 	if err != nil {
 		return nil, fmt.Errorf("decode admission request: field %w", err)
 	}
@@ -86,7 +90,8 @@ func ParseRequest(data []byte) (*Request, error) {
 // ParseReview reads an AdmissionReview as a webhook receives it: a JSON
 // object with apiVersion admission.k8s.io/v1, kind AdmissionReview, a
 // request object and a non-empty request.uid (the response must echo it).
-// Errors name the field at fault.
+// Errors name the field at fault. The Request refers to data, which must
+// not change while it is in use.
 func ParseReview(data []byte) (*Request, error) {
 	top, err := decodeObject(bytes.TrimSpace(data))
 	if err != nil {
@@ -114,7 +119,7 @@ func reviewRequest(top map[string]json.RawMessage) (*Request, error) {
 	if !ok || isNull(rawReq) {
 		return nil, errors.New("decode admission review: field request is missing")
 	}
-	fields, err := decodeObject(rawReq)
+	fields, err := members(rawReq) // valid: a part of the validated review
 	if err != nil {
 		return nil, fmt.Errorf("decode admission review: field request: %w", err)
 	}
@@ -225,22 +230,62 @@ func Review(resp *Response) ([]byte, error) {
 }
 
 // decodeObject decodes data, which must be a JSON object, into its members
-// with their raw bytes.
+// with their raw bytes. The members are slices of data, not copies: an
+// AdmissionReview carries the object (and on UPDATE the old object) of up to
+// the API server's 3 MiB limit, and copying them per level would cost more
+// than the evaluation.
 func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	var obj map[string]json.RawMessage
-	err := json.Unmarshal(data, &obj)
-	// Unmarshal checks the syntax of the whole input before decoding, so a
-	// type error means valid JSON of another type.
-	if typeErr := (*json.UnmarshalTypeError)(nil); errors.As(err, &typeErr) {
-		return nil, fmt.Errorf("must be a JSON object, got %s", typeErr.Value)
+	if !json.Valid(data) {
+		// Only to explain what is wrong, in encoding/json's words.
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("invalid JSON")
 	}
+	return members(data)
+}
+
+// members is decodeObject for data already known to be valid JSON.
+func members(data []byte) (map[string]json.RawMessage, error) {
+	v := gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
+	if !v.IsObject() {
+		return nil, fmt.Errorf("must be a JSON object, got %s", jsonType(v))
+	}
+	obj := make(map[string]json.RawMessage, 16)
+	var err error
+	v.ForEach(func(k, val gjson.Result) bool {
+		key := k.Str
+		if strings.IndexByte(k.Raw, '\\') >= 0 {
+			// Escapes decoded as encoding/json does (the API server's
+			// reading), which gjson does not always match.
+			if err = json.Unmarshal([]byte(k.Raw), &key); err != nil {
+				return false
+			}
+		}
+		// The last of duplicate keys wins, as in encoding/json.
+		obj[key] = unsafe.Slice(unsafe.StringData(val.Raw), len(val.Raw))
+		return true
+	})
 	if err != nil {
 		return nil, err
 	}
-	if obj == nil {
-		return nil, errors.New("must be a JSON object, got null")
-	}
 	return obj, nil
+}
+
+// jsonType names the type of a JSON value as encoding/json's type errors do.
+func jsonType(v gjson.Result) string {
+	switch v.Type {
+	case gjson.Null:
+		return "null"
+	case gjson.False, gjson.True:
+		return "bool"
+	case gjson.Number:
+		return "number"
+	case gjson.String:
+		return "string"
+	}
+	return "array"
 }
 
 // isReview reports whether a decoded top-level object is an AdmissionReview.

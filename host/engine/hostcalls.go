@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // HostCallHandler answers a guest's __host_call. binding, namespace and
@@ -55,6 +57,11 @@ func KubewardenHostCalls(logger *slog.Logger) HostCallHandler {
 // attribute, sorted so output is stable. A line that is not a JSON object
 // is logged raw at Info.
 func logPolicyLine(ctx context.Context, logger *slog.Logger, payload []byte) {
+	// Most lines are debug traces that the logger drops: find that out
+	// before decoding the whole line.
+	if lv := gjson.GetBytes(payload, "level"); lv.Type == gjson.String && !logger.Enabled(ctx, policyLevel(lv.Str)) && gjson.ValidBytes(payload) {
+		return
+	}
 	source := slog.String("source", "policy")
 	var fields map[string]any
 	if err := json.Unmarshal(payload, &fields); err != nil || fields == nil {

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -240,7 +241,7 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*admission
 		return nil, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
 			fmt.Errorf("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.opts.MaxRequestBytes)}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxRequestBytes))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, h.opts.MaxRequestBytes), r.ContentLength)
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			return nil, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
@@ -380,4 +381,16 @@ func (h *Handler) writeReview(w http.ResponseWriter, status int, resp *admission
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// readBody reads r to the end into a buffer sized from the Content-Length
+// (already checked against the limit), so a large review is not copied
+// over and over as the buffer grows.
+func readBody(r io.Reader, contentLength int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if contentLength > 0 {
+		buf.Grow(int(contentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
