@@ -1,7 +1,6 @@
 package main
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,14 +8,19 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 )
 
-// BenchmarkValidate times the policy compiled natively on the requests that
-// host/conformance's BenchmarkOurHost_validate gives the Wasm build.
-func BenchmarkValidate(b *testing.B) {
-	for _, name := range fixtures.BenchRequests {
+// BenchmarkEvaluate times the policy compiled natively on the benchmark
+// fixtures. host/conformance times the same fixtures through the built
+// .wasm (impl=wasm); benchstat and perfkit pair them by name.
+func BenchmarkEvaluate(b *testing.B) {
+	names, err := fixtures.BenchFixtures()
+	require.NoError(b, err)
+	require.NotEmpty(b, names)
+	for _, name := range names {
 		payload, err := fixtures.BenchPayload(name)
 		require.NoError(b, err)
-		b.Run(filepath.Base(name), func(b *testing.B) {
+		b.Run("fixture="+name+"/impl=native", func(b *testing.B) {
 			b.ReportAllocs()
+			b.SetBytes(int64(len(payload)))
 			for b.Loop() {
 				if _, err := validate(payload); err != nil {
 					b.Fatal(err)

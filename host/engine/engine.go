@@ -82,6 +82,13 @@ type Options struct {
 	// Default: KubewardenHostCalls(Logger).
 	HostCalls HostCallHandler
 
+	// SingleUse discards every instance after one invocation, as
+	// Kubewarden's policy-server does since 1.10: nothing a guest keeps in
+	// memory survives to the next evaluation, at the price of
+	// instantiating the module, and letting it rebuild its caches, every
+	// time. Default: false (instances are reused).
+	SingleUse bool
+
 	// Budget is how many function calls and loop iterations one invocation
 	// may run. The module is instrumented to count them itself (see
 	// internal/budget): that is how a guest is stopped at its deadline
@@ -345,6 +352,10 @@ func (e *Engine) release(ctx context.Context, inst *instance) {
 	if inst.dead || inst.mod.IsClosed() {
 		e.discard(ctx, inst)
 		e.replacements.Add(1)
+		return
+	}
+	if e.opts.SingleUse {
+		e.discard(ctx, inst)
 		return
 	}
 	e.putIdle(inst)
