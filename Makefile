@@ -111,9 +111,12 @@ golden: embed ## Rewrite the CLI golden file from a fresh build of the embedded 
 	$(GO) test ./cmd/yunikorn-userinfo -run TestRun_fixtures -update
 
 .PHONY: bench
-bench: build ## validate / validate_settings timings on a Pod and a Deployment fixture
-	$(BINARY) bench -r testdata/requests/review-alice-pod.json
-	$(BINARY) bench -r testdata/base/deployment.json
+bench: policy build loadgen ## Benchmarks (native vs wasm, fresh vs pooled, ours vs YuniKorn), load test and cold start; tables and plots in docs/perf (QUICK=1: smoke run; see hack/bench.sh)
+	POLICY_WASM=$(CURDIR)/$(WASM) bash hack/bench.sh
+
+.PHONY: soak
+soak: build loadgen ## Soak at a fixed rate (RATE=1000, DURATION=10m): RSS and goroutines over time, into build/bench
+	bash hack/soak.sh
 
 .PHONY: clean
 clean: ## Remove build outputs

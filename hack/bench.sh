@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# The benchmarks of docs/PERFORMANCE.md (make bench), in order, each result
+# saved under $OUT and printed:
+#   1. perf       go test -bench ./policy/ ./host/conformance/: native vs wasm evaluation,
+#                 fresh vs pooled instances        -> $OUT/perf.txt
+#   2. admission  go test -bench in the bench/ module: ours vs YuniKorn's
+#                 admission controller             -> $OUT/admission.txt
+#   3. load       a local serve under cmd/loadgen at each of RATES, as
+#                 hack/load.sh does                -> $OUT/load-<rate>.json
+#   4. coldstart  exec to /readyz, without and with the compilation cache
+#                                                  -> $OUT/coldstart-{nocache,cache}.json
+#   5. report     perfkit plot and tables: PNGs and results.md in $DOCS, from
+#                 everything in $OUT (soak*.jsonl of `make soak` included)
+# A step whose input does not exist yet is skipped with a note; a step that
+# fails is reported and the others still run; the exit status is 1 if any
+# failed. The Makefile builds build/yunikorn-userinfo and build/loadgen first
+# and sets POLICY_WASM.
+#
+# Knobs (environment):
+#   QUICK=1        everything very briefly, for CI smoke and tooling checks:
+#                  COUNT=1 BENCHTIME=100ms RATES="500 2000 0" DURATION=1s
+#                  WARMUP=500ms COLDSTART_RUNS=2, and DOCS=$OUT/plots so that
+#                  quick numbers never land in docs/
+#   SKIP           steps to leave out, e.g. SKIP="admission load"
+#   OUT            results directory                    (build/bench)
+#   DOCS           plots and results.md                 (docs/perf)
+#   COUNT          go test -count, repeats for medians  (5)
+#   BENCHTIME      go test -benchtime                   (go's default, 1s)
+#   BENCH          go test -bench regexp                (.)
+#   RATES          requests/s, 0 = saturation           ("500 1000 2000 3000 4000 0")
+#   DURATION, WARMUP, CONNECTIONS, FIXTURES, INSTANCES, PORT, METRICS_PORT
+#                  as in hack/load.sh                   (10s, 2s, 32, the inject mix, nproc, 18443, 19090)
+#   COLDSTART_RUNS timed starts per cold start case     (10)
+#   BIN, LOADGEN, PERFKIT  executables                  (build/yunikorn-userinfo, build/loadgen, build/perfkit)
+#
+#   make bench
+#   QUICK=1 make bench
+#   SKIP="perf admission" RATES="1000 0" make bench
+set -uo pipefail
+
+QUICK=${QUICK:-0}
+if [[ "$QUICK" == 1 ]]; then
+  COUNT=${COUNT:-1}
+  BENCHTIME=${BENCHTIME:-100ms}
+  RATES=${RATES:-"500 2000 0"}
+  DURATION=${DURATION:-1s}
+  WARMUP=${WARMUP:-500ms}
+  COLDSTART_RUNS=${COLDSTART_RUNS:-2}
+fi
+OUT=${OUT:-build/bench}
+if [[ "$QUICK" == 1 ]]; then
+  DOCS=${DOCS:-$OUT/plots}
+else
+  DOCS=${DOCS:-docs/perf}
+fi
+SKIP=${SKIP:-}
+COUNT=${COUNT:-5}
+BENCHTIME=${BENCHTIME:-}
+BENCH=${BENCH:-.}
+RATES=${RATES:-"500 1000 2000 3000 4000 0"}
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+CONNECTIONS=${CONNECTIONS:-32}
+FIXTURES=${FIXTURES:-'^(pod|deployment|job)/create/absent/inject$'}
+INSTANCES=${INSTANCES:-$(nproc)}
+PORT=${PORT:-18443}
+METRICS_PORT=${METRICS_PORT:-19090}
+COLDSTART_RUNS=${COLDSTART_RUNS:-10}
+BIN=${BIN:-build/yunikorn-userinfo}
+LOADGEN=${LOADGEN:-build/loadgen}
+PERFKIT=${PERFKIT:-build/perfkit}
+GO=${GO:-go}
+if [[ -z "${POLICY_WASM:-}" && -f build/policy.wasm ]]; then
+  POLICY_WASM=$PWD/build/policy.wasm
+fi
+export POLICY_WASM=${POLICY_WASM:-}
+
+failed=()
+tmp=$(mktemp -d)
+server_pid=
+stop_server() {
+  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid"
+    wait "$server_pid" || true
+  fi
+  server_pid=
+}
+cleanup() {
+  stop_server
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+banner() { printf '\n=== %s ===\n' "$*"; }
+note() { printf '%s\n' "$*"; }
+skipped() { [[ " $SKIP " == *" $1 "* ]]; }
+fail() {
+  note "FAILED: $*"
+  failed+=("$1")
+}
+benchtime_flag() { [[ -n "$BENCHTIME" ]] && printf -- '-benchtime=%s' "$BENCHTIME"; }
+
+for f in "$BIN" "$LOADGEN"; do
+  [[ -x "$f" ]] || { echo "missing $f: run make build loadgen (make bench does)"; exit 1; }
+done
+"$GO" build -o "$PERFKIT" ./cmd/perfkit || { echo "build perfkit failed"; exit 1; }
+
+mkdir -p "$OUT"
+# Results of the steps below only: the soak (make soak) is kept.
+rm -f "$OUT"/perf.txt "$OUT"/admission.txt "$OUT"/load-*.json "$OUT"/coldstart-*.json "$OUT"/machine.json
+"$PERFKIT" machine --out "$OUT/machine.json"
+echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -r), $("$GO" env GOVERSION)"
+quick=
+[[ "$QUICK" == 1 ]] && quick=" (QUICK=1: brief runs, numbers not for publishing)"
+echo "results in $OUT, plots and tables in $DOCS$quick"
+
+# 1. Policy evaluation and instance strategies.
+banner "1/5 perf: go test -bench ./policy/ ./host/conformance/ (count $COUNT)"
+if skipped perf; then
+  note "skipped (SKIP)"
+else
+  [[ -n "$POLICY_WASM" ]] || note "note: POLICY_WASM is not set (make policy builds build/policy.wasm); wasm benchmarks may skip"
+  # Native (policy/) and Wasm (host/conformance) evaluation of the same
+  # fixtures, and the instance strategies.
+  # shellcheck disable=SC2046 # an empty flag must vanish
+  "$GO" test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" $(benchtime_flag) ./policy/ ./host/conformance/ 2>&1 | tee "$OUT/perf.txt"
+  [[ "${PIPESTATUS[0]}" == 0 ]] || fail perf "go test ./policy/ ./host/conformance/"
+fi
+
+# 2. The peer: YuniKorn's admission controller, from its own module.
+banner "2/5 admission: go test -bench in bench/ (count $COUNT)"
+if skipped admission; then
+  note "skipped (SKIP)"
+elif [[ ! -f bench/go.mod ]] || [[ -z "$(find bench -name '*_test.go' -print -quit)" ]]; then
+  note "skipped: the bench/ module has no benchmarks yet"
+else
+  # shellcheck disable=SC2046
+  (cd bench && "$GO" test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" $(benchtime_flag) ./...) 2>&1 | tee "$OUT/admission.txt"
+  [[ "${PIPESTATUS[0]}" == 0 ]] || fail admission "go test in bench/"
+fi
+
+# 3. The webhook under load, as hack/load.sh runs it.
+banner "3/5 load: serve --instances $INSTANCES, loadgen at rates $RATES ($CONNECTIONS connections, $WARMUP + $DURATION each)"
+if skipped load; then
+  note "skipped (SKIP)"
+else
+  "$BIN" serve --self-signed --self-signed-dir "$tmp/tls" \
+    --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
+    --instances "$INSTANCES" --log-level warn >"$tmp/serve.log" 2>&1 &
+  server_pid=$!
+  ready=0
+  for _ in $(seq 1 100); do
+    if curl -fsS --cacert "$tmp/tls/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then
+      ready=1
+      break
+    fi
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ "$ready" != 1 ]]; then
+    cat "$tmp/serve.log"
+    fail load "serve did not become ready"
+  else
+    for rate in $RATES; do
+      name=$rate
+      [[ "$rate" == 0 ]] && name=saturation
+      echo
+      echo "--- rate $name"
+      "$LOADGEN" --url "https://127.0.0.1:$PORT/mutate" --ca-file "$tmp/tls/ca.crt" \
+        --connections "$CONNECTIONS" --rate "$rate" --duration "$DURATION" --warmup "$WARMUP" \
+        --fixtures "$FIXTURES" --server-pid "$server_pid" --json >"$OUT/load-$name.json"
+      rc=$?
+      case $rc in
+        0) "$PERFKIT" show "$OUT/load-$name.json" ;;
+        2) "$PERFKIT" show "$OUT/load-$name.json"; fail "load-$name" "requests failed at rate $name (kept in the report)" ;;
+        *) rm -f "$OUT/load-$name.json"; fail "load-$name" "loadgen exited $rc at rate $name" ;;
+      esac
+      kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.log"; fail load "the server died"; break; }
+    done
+  fi
+  stop_server
+fi
+
+# 4. Cold start, with no server running.
+banner "4/5 coldstart: $COLDSTART_RUNS starts without, then with, the compilation cache"
+if skipped coldstart; then
+  note "skipped (SKIP)"
+else
+  "$PERFKIT" coldstart --binary "$BIN" --runs "$COLDSTART_RUNS" --out "$OUT/coldstart-nocache.json" ||
+    fail coldstart-nocache "perfkit coldstart"
+  echo
+  "$PERFKIT" coldstart --binary "$BIN" --runs "$COLDSTART_RUNS" --cache-dir "$tmp/cache" \
+    --out "$OUT/coldstart-cache.json" || fail coldstart-cache "perfkit coldstart --cache-dir"
+fi
+
+# 5. Plots and tables from everything in $OUT.
+banner "5/5 report: perfkit plot and tables into $DOCS"
+"$PERFKIT" plot --in "$OUT" --out "$DOCS" || fail plot "perfkit plot"
+"$PERFKIT" tables --in "$OUT" --out "$DOCS/results.md" || fail tables "perfkit tables"
+[[ -f "$DOCS/results.md" ]] && { echo; cat "$DOCS/results.md"; }
+
+if ((${#failed[@]} > 0)); then
+  echo
+  echo "bench: failed steps: ${failed[*]}"
+  exit 1
+fi

@@ -1,0 +1,191 @@
+package perfkit
+
+import (
+	"bytes"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
+)
+
+// resultsDir holds small synthetic results, in the layout bench.sh leaves.
+const resultsDir = "testdata/results"
+
+// requirePlot encodes img as PNG, decodes it and checks that it is a
+// PlotWidth x PlotHeight picture with something drawn in each of colors.
+func requirePlot(t *testing.T, img image.Image, colors ...color.RGBA) {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, png.Encode(&buf, img))
+	decoded, err := png.Decode(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, image.Rect(0, 0, PlotWidth, PlotHeight), decoded.Bounds())
+
+	seen := map[color.RGBA]int{}
+	inked := 0
+	for y := range PlotHeight {
+		for x := range PlotWidth {
+			r, g, b, a := decoded.At(x, y).RGBA()
+			c := color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), uint8(a >> 8)}
+			seen[c]++
+			if c != white {
+				inked++
+			}
+		}
+	}
+	// Text, axes and data: a few percent of the pixels, and not all of
+	// them (a chart drawn as one blot is as unreadable as a blank one).
+	assert.Greater(t, inked, PlotWidth*PlotHeight/100, "too few pixels drawn")
+	assert.Less(t, inked, PlotWidth*PlotHeight/2, "most of the picture is ink")
+	for _, c := range colors {
+		assert.Greater(t, seen[c], 20, "colour %v barely used", c)
+	}
+}
+
+func readTestInputs(t *testing.T) *Inputs {
+	t.Helper()
+	in, err := ReadInputs(resultsDir)
+	require.NoError(t, err)
+	return in
+}
+
+func TestCharts(t *testing.T) {
+	t.Parallel()
+	in := readTestInputs(t)
+	tests := []struct {
+		name   string
+		build  func() (drawer, string)
+		colors []color.RGBA
+	}{
+		{name: "latency", build: func() (drawer, string) { return latencyChart(in.Load) }, colors: []color.RGBA{palette[0], palette[1], palette[3]}},
+		{name: "throughput", build: func() (drawer, string) { return throughputChart(in.Load) }, colors: []color.RGBA{palette[0], midGray}},
+		{name: "evaluate", build: func() (drawer, string) { return comparisonChart(CompareEvaluate, in.Bench) }, colors: []color.RGBA{palette[0], palette[1]}},
+		{name: "instances", build: func() (drawer, string) { return comparisonChart(CompareInstances, in.Bench) }, colors: []color.RGBA{palette[0], palette[1]}},
+		{name: "admission", build: func() (drawer, string) { return comparisonChart(CompareAdmission, in.Bench) }, colors: []color.RGBA{palette[0], palette[1]}},
+		{name: "soak", build: func() (drawer, string) { return soakChart(in.Soak) }, colors: []color.RGBA{palette[0], palette[1], palette[2]}},
+		{name: "cold start", build: func() (drawer, string) { return coldStartChart(in.ColdStarts) }, colors: []color.RGBA{palette[0], palette[3]}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d, skip := tc.build()
+			require.NotNil(t, d, skip)
+			requirePlot(t, render(d), tc.colors...)
+		})
+	}
+}
+
+func TestCharts_absentInput(t *testing.T) {
+	t.Parallel()
+	empty := &Inputs{Bench: &BenchSet{Config: map[string]string{}}}
+	tests := []struct {
+		name  string
+		build func() (drawer, string)
+		note  string
+	}{
+		{name: "latency", build: func() (drawer, string) { return latencyChart(empty.Load) }, note: LoadGlob},
+		{name: "throughput without fixed rates", build: func() (drawer, string) {
+			return throughputChart([]*loadgen.Result{{Mode: loadgen.ModeSaturation, Throughput: 10}})
+		}, note: "fixed-rate"},
+		{name: "evaluate", build: func() (drawer, string) { return comparisonChart(CompareEvaluate, empty.Bench) }, note: "BenchmarkEvaluate/fixture=<f>/impl=native|wasm"},
+		{name: "soak", build: func() (drawer, string) { return soakChart(nil) }, note: SoakFile},
+		{name: "cold start", build: func() (drawer, string) { return coldStartChart(nil) }, note: ColdStartGlob},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d, note := tc.build()
+			assert.Nil(t, d)
+			assert.Contains(t, note, tc.note)
+		})
+	}
+}
+
+func TestCharts_edgeCases(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		chart drawer
+	}{
+		{name: "one point", chart: &lineChart{title: "t", xLabel: "x", yLabel: "y",
+			series: []series{{name: "s", color: palette[0], marker: markerCircle, points: []point{{1, 1}}}}}},
+		{name: "log axis with zero", chart: &lineChart{title: "t", yLog: true,
+			series: []series{{name: "s", color: palette[0], points: []point{{0, 0}, {1, 10}, {2, 1000}}}}}},
+		{name: "missing bar", chart: &barChart{title: "t", categories: []string{"a", "b"},
+			groups: []barGroup{{name: "g", color: palette[0], values: []float64{1, nan()}}}}},
+		{name: "no categories", chart: &barChart{title: "t"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			img := render(tc.chart)
+			assert.Equal(t, image.Rect(0, 0, PlotWidth, PlotHeight), img.Bounds())
+		})
+	}
+}
+
+func TestWritePlots(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	rep, err := WritePlots(readTestInputs(t), out)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Skipped)
+	require.Len(t, rep.Written, 7)
+	for _, path := range rep.Written {
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		img, err := png.Decode(f)
+		f.Close()
+		require.NoError(t, err, path)
+		assert.Equal(t, image.Rect(0, 0, PlotWidth, PlotHeight), img.Bounds(), path)
+	}
+}
+
+func TestWritePlots_nothing(t *testing.T) {
+	t.Parallel()
+	in, err := ReadInputs(t.TempDir())
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "plots")
+	rep, err := WritePlots(in, out)
+	require.NoError(t, err)
+	assert.Empty(t, rep.Written)
+	assert.Len(t, rep.Skipped, 7)
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	assert.Empty(t, entries)
+}
+
+func TestReadInputs(t *testing.T) {
+	t.Parallel()
+	in := readTestInputs(t)
+	// notes.txt has no results and is left out.
+	assert.Equal(t, []string{filepath.Join(resultsDir, "admission.txt"), filepath.Join(resultsDir, "perf.txt")}, in.BenchFiles)
+	var offered []float64
+	for _, r := range in.Load {
+		offered = append(offered, r.Rate)
+	}
+	assert.Equal(t, []float64{500, 1000, 2000, 4000, 0}, offered)
+	require.Len(t, in.ColdStarts, 2)
+	assert.False(t, in.ColdStarts[0].Cache)
+	assert.Equal(t, 250*time.Millisecond, in.ColdStarts[1].Filling)
+	assert.Len(t, in.Soak, 61)
+	require.NotNil(t, in.Machine)
+	assert.Equal(t, 2, in.Machine.CPUs)
+}
+
+func TestReadInputs_badFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "load-100.json"), []byte(`{"mode": 1}`), 0o600))
+	_, err := ReadInputs(dir)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "load-100.json")
+}
