@@ -235,7 +235,7 @@ func Review(resp *Response) ([]byte, error) {
 // the API server's 3 MiB limit, and copying them per level would cost more
 // than the evaluation.
 func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	if !json.Valid(data) {
+	if !validJSON(data) {
 		// Only to explain what is wrong, in encoding/json's words.
 		var v any
 		if err := json.Unmarshal(data, &v); err != nil {
