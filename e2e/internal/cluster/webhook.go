@@ -1,0 +1,220 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// WebhookOptions configure StartWebhook.
+type WebhookOptions struct {
+	// Name names the process, its log and its certificate. Required.
+	Name string
+	// Binary is the yunikorn-userinfo executable. Required.
+	Binary string
+	// SettingsFile is passed as --settings-path. Required.
+	SettingsFile string
+}
+
+// Webhook is a running `yunikorn-userinfo serve`.
+type Webhook struct {
+	// BaseURL is https://127.0.0.1:<port>; the admission endpoint is
+	// BaseURL + "/mutate".
+	BaseURL string
+	// Process is the serve process; Stop and Restart act on it.
+	Process *Process
+
+	c       *Cluster
+	readyz  string
+	timeout time.Duration
+}
+
+// StartWebhook starts `serve` on free loopback ports with a serving
+// certificate from the cluster's CA, and waits until /readyz answers 200
+// (module compiled, settings accepted).
+func (c *Cluster) StartWebhook(ctx context.Context, opts WebhookOptions) (*Webhook, error) {
+	if opts.Name == "" || opts.Binary == "" || opts.SettingsFile == "" {
+		return nil, errors.New("start webhook: name, binary and settings file are required")
+	}
+	binary, err := filepath.Abs(opts.Binary)
+	if err != nil {
+		return nil, fmt.Errorf("start webhook %s: %w", opts.Name, err)
+	}
+	if _, err := os.Stat(binary); err != nil {
+		return nil, fmt.Errorf("start webhook %s: %w (build it with `make build`, or set E2E_SERVE_BINARY)", opts.Name, err)
+	}
+	certFile, keyFile, err := c.PKI.IssueServing(opts.Name, []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	listen := "127.0.0.1:" + strconv.Itoa(ports[0])
+	p := &Process{
+		Name: opts.Name,
+		Path: binary,
+		Args: []string{"serve",
+			"--listen", listen,
+			"--metrics-listen", "127.0.0.1:" + strconv.Itoa(ports[1]),
+			"--cert-file", certFile, "--key-file", keyFile,
+			"-s", opts.SettingsFile,
+			// One JSON line per admission: the scenarios read them to see
+			// who the API server said was asking.
+			"--log-format", "json", "--log-level", "info",
+		},
+		LogFile: filepath.Join(c.Dir, opts.Name+".log"),
+		reg:     c.procs,
+	}
+	c.mu.Lock()
+	c.started = append(c.started, p)
+	c.mu.Unlock()
+	w := &Webhook{BaseURL: "https://" + listen, Process: p, c: c, readyz: "https://" + listen + "/readyz", timeout: c.opts.StartTimeout}
+	if err := w.Start(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Start starts the serve process (again, after Stop) on the same ports and
+// waits for /readyz.
+func (w *Webhook) Start(ctx context.Context) error {
+	if err := w.Process.start(); err != nil {
+		return err
+	}
+	hc, err := w.c.httpClient()
+	if err != nil {
+		return err
+	}
+	return w.c.waitHealthy(ctx, w.Process, w.Process.Name+" /readyz", func(ctx context.Context) error {
+		return getOK(ctx, hc, w.readyz, "")
+	})
+}
+
+// Stop stops the serve process.
+func (w *Webhook) Stop() error {
+	return w.Process.Stop(w.c.opts.StopTimeout)
+}
+
+// AdmissionLog is one line that serve logs per admission request.
+type AdmissionLog struct {
+	Kind        string `json:"kind"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	User        string `json:"user"`
+	Operation   string `json:"operation"`
+	SubResource string `json:"subresource"`
+	Decision    string `json:"decision"`
+	Code        int    `json:"code"`
+	Message     string `json:"message"`
+}
+
+// Admissions returns the admission lines serve has logged so far.
+func (w *Webhook) Admissions() ([]AdmissionLog, error) {
+	f, err := os.Open(w.Process.LogFile)
+	if err != nil {
+		return nil, fmt.Errorf("read the webhook log: %w", err)
+	}
+	defer f.Close()
+	var out []AdmissionLog
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		var line struct {
+			Msg string `json:"msg"`
+			AdmissionLog
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Msg != "admission" {
+			continue
+		}
+		out = append(out, line.AdmissionLog)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read the webhook log: %w", err)
+	}
+	return out, nil
+}
+
+// AdaptSettings takes the settings file out of the webhook ConfigMap
+// manifest (deploy/webhook/configmap.yaml, key settings.yaml) and returns it
+// with externalUsers replaced; everything else is kept as shipped.
+func AdaptSettings(configMapYAML []byte, externalUsers []string) ([]byte, error) {
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(configMapYAML, &cm); err != nil {
+		return nil, fmt.Errorf("decode the settings configmap: %w", err)
+	}
+	raw, ok := cm.Data["settings.yaml"]
+	if !ok {
+		return nil, errors.New("decode the settings configmap: no data key settings.yaml")
+	}
+	var settings map[string]any
+	if err := yaml.Unmarshal([]byte(raw), &settings); err != nil {
+		return nil, fmt.Errorf("decode settings.yaml: %w", err)
+	}
+	if _, ok := settings["externalUsers"]; !ok {
+		return nil, errors.New("decode settings.yaml: no externalUsers key to replace")
+	}
+	settings["externalUsers"] = externalUsers
+	out, err := yaml.Marshal(settings)
+	if err != nil {
+		return nil, fmt.Errorf("encode settings.yaml: %w", err)
+	}
+	return out, nil
+}
+
+// AdaptWebhookConfiguration turns the shipped MutatingWebhookConfiguration
+// (deploy/webhook/mutatingwebhookconfiguration.yaml) into one for a webhook
+// at baseURL (https://host:port): each webhook's service reference becomes
+// baseURL plus the service's path, with the CA bundle, and its namespaceSelector additionally
+// requires the given labels, so only the tests' namespaces are covered.
+// Rules, match conditions, failure, reinvocation and match policies and
+// timeouts stay exactly as shipped: they are what is under test.
+func AdaptWebhookConfiguration(manifest []byte, name, baseURL string, caBundle []byte, nsLabels map[string]string) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(manifest, &mwc); err != nil {
+		return nil, fmt.Errorf("decode the webhook configuration: %w", err)
+	}
+	if len(mwc.Webhooks) == 0 {
+		return nil, errors.New("decode the webhook configuration: no webhooks")
+	}
+	mwc.Name = name
+	// cert-manager's CA injection annotation means nothing here: the CA
+	// bundle is set below.
+	delete(mwc.Annotations, "cert-manager.io/inject-ca-from")
+	for i := range mwc.Webhooks {
+		wh := &mwc.Webhooks[i]
+		svc := wh.ClientConfig.Service
+		if svc == nil {
+			return nil, fmt.Errorf("adapt webhook %s: clientConfig has no service", wh.Name)
+		}
+		// A service without a path is called at "/", as the API server does.
+		u := baseURL + "/"
+		if svc.Path != nil {
+			u = baseURL + *svc.Path
+		}
+		wh.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
+		if wh.NamespaceSelector == nil {
+			wh.NamespaceSelector = &metav1.LabelSelector{}
+		}
+		if wh.NamespaceSelector.MatchLabels == nil {
+			wh.NamespaceSelector.MatchLabels = map[string]string{}
+		}
+		for k, v := range nsLabels {
+			wh.NamespaceSelector.MatchLabels[k] = v
+		}
+	}
+	return &mwc, nil
+}
