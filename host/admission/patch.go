@@ -183,9 +183,9 @@ func objectMembers(obj gjson.Result, path, side string) (map[string]gjson.Result
 	var err error
 	obj.ForEach(func(k, v gjson.Result) bool {
 		key := k.Str
-		if strings.IndexByte(k.Raw, '\\') >= 0 {
-			// Decode escapes as encoding/json does (as the API server
-			// will), not as gjson does.
+		if strings.IndexByte(k.Raw, '\\') >= 0 || !utf8.ValidString(k.Raw) {
+			// Decode escapes, and replace invalid UTF-8, as encoding/json
+			// does (as the API server will), not as gjson does.
 			if err = json.Unmarshal([]byte(k.Raw), &key); err != nil {
 				err = fmt.Errorf("decode %s document: at %q: %w", side, path, err)
 				return false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -256,9 +257,10 @@ func members(data []byte) (map[string]json.RawMessage, error) {
 	var err error
 	v.ForEach(func(k, val gjson.Result) bool {
 		key := k.Str
-		if strings.IndexByte(k.Raw, '\\') >= 0 {
-			// Escapes decoded as encoding/json does (the API server's
-			// reading), which gjson does not always match.
+		if strings.IndexByte(k.Raw, '\\') >= 0 || !utf8.ValidString(k.Raw) {
+			// Escapes decoded, and invalid UTF-8 replaced, as
+			// encoding/json does (the API server's reading), which gjson
+			// does not always match.
 			if err = json.Unmarshal([]byte(k.Raw), &key); err != nil {
 				return false
 			}
