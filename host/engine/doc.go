@@ -6,6 +6,14 @@
 // ([Options.Timeout]); an instance that trapped, timed out or exited is
 // discarded and a fresh one is created on the next invocation.
 //
+// A running guest is stopped at its deadline without wazero's per-iteration
+// context checks, which cost most of a JSON-scanning guest's time: the
+// module is rewritten on load to count its loop iterations and calls
+// against a budget (internal/budget) that the engine zeroes when the
+// deadline passes, and that also bounds the work of one call
+// ([Options.Budget]). Modules the rewriter does not support run under
+// wazero's checks instead ([Engine.Metered] tells which).
+//
 // The engine is generic: it runs any Kubewarden waPC module, including the
 // three shapes TinyGo produces:
 //
