@@ -189,7 +189,7 @@ func (a *app) loadModule(ctx context.Context, name string, module []byte, opts e
 		return nil, fmt.Errorf("load policy %s: %w", name, err)
 	}
 	opts.Logger.DebugContext(ctx, "policy loaded", "module", name, "bytes", len(module),
-		"duration_ms", time.Since(start).Milliseconds())
+		"duration_ms", time.Since(start).Milliseconds(), "metered", eng.Metered())
 	return eng, nil
 }
 
