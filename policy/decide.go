@@ -84,7 +84,7 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	if kind == bindingKind {
 		return decideBinding(r)
 	}
-	path, guarded := metadataPaths[kind]
+	path, guarded := metadataPath(kind)
 	if !guarded {
 		return accept("pass-through: kind")
 	}

@@ -7,18 +7,41 @@ import (
 // kindRef identifies a Kubernetes kind; the version does not matter.
 type kindRef struct{ group, kind string }
 
-// metadataPaths says, for each kind this policy guards, where the metadata
-// of the Pods it produces lives: the annotation is read and written there,
-// never on the workload's own metadata (YuniKorn reads it from the Pod).
-var metadataPaths = map[kindRef][]string{
-	{"", "Pod"}:                   {"metadata"},
-	{"", "ReplicationController"}: {"spec", "template", "metadata"},
-	{"apps", "Deployment"}:        {"spec", "template", "metadata"},
-	{"apps", "ReplicaSet"}:        {"spec", "template", "metadata"},
-	{"apps", "StatefulSet"}:       {"spec", "template", "metadata"},
-	{"apps", "DaemonSet"}:         {"spec", "template", "metadata"},
-	{"batch", "Job"}:              {"spec", "template", "metadata"},
-	{"batch", "CronJob"}:          {"spec", "jobTemplate", "spec", "template", "metadata"},
+// Where the metadata of the Pods a kind produces lives: the annotation is
+// read and written there, never on the workload's own metadata (YuniKorn
+// reads it from the Pod).
+var (
+	podMetadataPath      = []string{"metadata"}
+	templateMetadataPath = []string{"spec", "template", "metadata"}
+	cronJobMetadataPath  = []string{"spec", "jobTemplate", "spec", "template", "metadata"}
+)
+
+// metadataPath says, for each kind this policy guards, where that metadata
+// is. A switch rather than a map: TinyGo hashes and compares struct map keys
+// through reflection, about a hundred calls per lookup.
+func metadataPath(k kindRef) (path []string, guarded bool) {
+	switch k.group {
+	case "":
+		switch k.kind {
+		case "Pod":
+			return podMetadataPath, true
+		case "ReplicationController":
+			return templateMetadataPath, true
+		}
+	case "apps":
+		switch k.kind {
+		case "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet":
+			return templateMetadataPath, true
+		}
+	case "batch":
+		switch k.kind {
+		case "Job":
+			return templateMetadataPath, true
+		case "CronJob":
+			return cronJobMetadataPath, true
+		}
+	}
+	return nil, false
 }
 
 // podMeta is the metadata object that carries the annotation, as found in
