@@ -24,7 +24,7 @@ POLICY_SRC := $(wildcard policy/*.go) go.mod go.sum
 
 .PHONY: help
 help: ## List the targets
-	@grep -E '^[a-zA-Z_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: tinygo
 tinygo: ## Install TinyGo 0.41.1 (built from the Go module against Debian's LLVM 19) if missing
