@@ -76,7 +76,7 @@ vet: ## go vet and gofmt
 	@out=$$(gofmt -l .); [[ -z "$$out" ]] || { echo "gofmt needed: $$out"; exit 1; }
 
 .PHONY: test
-test: policy vet ## Everything CI runs: unit, fixture (native, wasm, CLI, webhook), second-host, manifest and fuzz-smoke tests
+test: policy vet ## The test suite (.ci/run then adds make e2e and QUICK=1 make bench): unit, fixture (native, wasm, CLI, webhook), second-host, manifest and fuzz-smoke tests
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory check-embedded
