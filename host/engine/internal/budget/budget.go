@@ -43,6 +43,11 @@ const Export = "__yunikorn_userinfo_budget"
 // since the check is a mask. A budget is best a multiple of it.
 const YieldEvery = 1 << 16
 
+// Initial is the budget the global starts with, before the host sets one:
+// what a module's start function (which runs while the module is
+// instantiated) may spend.
+const Initial = 1 << 31
+
 // ErrUnsupported means the module uses something this package does not
 // rewrite. The module itself may well be valid.
 var ErrUnsupported = errors.New("module not supported by the budget instrumentation")
@@ -284,7 +289,8 @@ func countImports(payload []byte) (globals, memories int, err error) {
 	return globals, memories, nil
 }
 
-// appendGlobal adds `(global (mut i64) (i64.const 0))` to a global section.
+// appendGlobal adds `(global (mut i64) (i64.const Initial))` to a global
+// section.
 func appendGlobal(payload []byte) ([]byte, error) {
 	r := reader{b: payload}
 	n, err := r.u32()
@@ -293,7 +299,9 @@ func appendGlobal(payload []byte) ([]byte, error) {
 	}
 	out := appendU32(nil, n+1)
 	out = append(out, payload[r.off:]...)
-	return append(out, 0x7e, 0x01, 0x42, 0x00, 0x0b), nil
+	out = append(out, 0x7e, 0x01, 0x42)
+	out = appendS64(out, Initial)
+	return append(out, 0x0b), nil
 }
 
 // appendExport adds the budget global's export to an export section.

@@ -179,7 +179,7 @@ func TestInstrument_noGlobalOrExportSection(t *testing.T) {
 }
 
 func FuzzInstrument(f *testing.F) {
-	for _, name := range []string{"work", "simd", "nomemory"} {
+	for _, name := range []string{"work", "simd", "nomemory", "start"} {
 		wasm, err := os.ReadFile(filepath.Join("testdata", name+".wasm"))
 		require.NoError(f, err)
 		f.Add(wasm)
@@ -200,4 +200,15 @@ func FuzzInstrument(f *testing.F) {
 		_, err = r.CompileModule(ctx, out)
 		require.NoError(t, err, "wazero refuses the instrumented module")
 	})
+}
+
+// TestInstrument_startFunction: a start function runs during
+// instantiation, before the host sets a budget, on the initial one.
+func TestInstrument_startFunction(t *testing.T) {
+	t.Parallel()
+	metered, err := Instrument(readModule(t, "start"))
+	require.NoError(t, err)
+	mod := instantiate(t, metered)
+	assert.Equal(t, uint64(200000), mod.ExportedGlobal("n").Get())
+	assert.Equal(t, uint64(Initial-200000), mod.ExportedGlobal(Export).Get())
 }
