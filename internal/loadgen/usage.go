@@ -33,7 +33,7 @@ func readProc(pid int) (procSample, error) {
 	if err != nil {
 		return procSample{}, fmt.Errorf("read process status: %w", err)
 	}
-	rss, hwm, err := parseStatusMemory(status)
+	rss, hwm, err := ParseStatusMemory(status)
 	if err != nil {
 		return procSample{}, fmt.Errorf("parse /proc/%d/status: %w", pid, err)
 	}
@@ -67,8 +67,9 @@ func parseStatCPU(stat []byte) (uint64, error) {
 	return utime + stime, nil
 }
 
-// parseStatusMemory returns VmRSS and VmHWM, in bytes, from /proc/pid/status.
-func parseStatusMemory(status []byte) (rss, hwm int64, err error) {
+// ParseStatusMemory returns VmRSS and VmHWM, in bytes, from the contents
+// of /proc/<pid>/status.
+func ParseStatusMemory(status []byte) (rss, hwm int64, err error) {
 	found := 0
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {

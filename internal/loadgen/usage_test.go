@@ -52,16 +52,32 @@ func Test_parseStatCPU(t *testing.T) {
 	}
 }
 
-func Test_parseStatusMemory(t *testing.T) {
+func TestParseStatusMemory(t *testing.T) {
 	t.Parallel()
-	status := "Name:\tx\nVmPeak:\t  999 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\nThreads:\t3\n"
-	rss, hwm, err := parseStatusMemory([]byte(status))
-	require.NoError(t, err)
-	assert.Equal(t, int64(1024*1024), rss)
-	assert.Equal(t, int64(2048*1024), hwm)
-
-	_, _, err = parseStatusMemory([]byte("Name:\tkthreadd\nThreads:\t1\n"))
-	assert.EqualError(t, err, "no VmRSS and VmHWM lines")
+	tests := []struct {
+		name     string
+		status   string
+		rss, hwm int64
+		err      string
+	}{
+		{name: "both", status: "Name:\tx\nVmPeak:\t  999 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\nThreads:\t3\n", rss: 1 << 20, hwm: 2 << 20},
+		{name: "kernel thread", status: "Name:\tkthreadd\nThreads:\t1\n", err: "no VmRSS and VmHWM lines"},
+		{name: "bad number", status: "VmRSS:\tlots kB\nVmHWM:\t1 kB\n", err: "VmRSS"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rss, hwm, err := ParseStatusMemory([]byte(tc.status))
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.rss, rss)
+			assert.Equal(t, tc.hwm, hwm)
+		})
+	}
 }
 
 func Test_readProc(t *testing.T) {

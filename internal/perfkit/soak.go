@@ -2,7 +2,6 @@ package perfkit
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
 )
 
 // SoakOptions configure Soak. Zero values are replaced by the documented
@@ -128,7 +129,7 @@ func takeSample(ctx context.Context, opts *SoakOptions, start time.Time) (Sample
 	if err != nil {
 		return s, fmt.Errorf("read server status: %w", err)
 	}
-	if s.RSS, s.HWM, err = statusMemory(status); err != nil {
+	if s.RSS, s.HWM, err = loadgen.ParseStatusMemory(status); err != nil {
 		return s, fmt.Errorf("parse /proc/%d/status: %w", opts.PID, err)
 	}
 	if opts.MetricsURL == "" {
@@ -150,33 +151,6 @@ func takeSample(ctx context.Context, opts *SoakOptions, start time.Time) (Sample
 	s.ProcessRSS = get("process_resident_memory_bytes")
 	s.HeapInuse = get("go_memstats_heap_inuse_bytes")
 	return s, nil
-}
-
-// statusMemory returns VmRSS and VmHWM in bytes from /proc/pid/status.
-func statusMemory(status []byte) (rss, hwm int64, err error) {
-	rss, hwm = -1, -1
-	sc := bufio.NewScanner(bytes.NewReader(status))
-	for sc.Scan() {
-		key, value, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
-			continue
-		}
-		kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", key, err)
-		}
-		if key == "VmRSS" {
-			rss = kb << 10
-		} else {
-			hwm = kb << 10
-		}
-	}
-	if rss < 0 || hwm < 0 {
-		return 0, 0, errors.New("no VmRSS and VmHWM lines")
-	}
-	// The kernel sums its per-CPU RSS counters anew for each line, so in a
-	// busy process VmHWM can lag VmRSS by a few pages.
-	return rss, max(hwm, rss), nil
 }
 
 // scrape fetches a Prometheus text exposition and returns its samples

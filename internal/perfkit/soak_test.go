@@ -36,34 +36,6 @@ func TestParseMetrics(t *testing.T) {
 	}, m)
 }
 
-func TestStatusMemory(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name     string
-		status   string
-		rss, hwm int64
-		err      string
-	}{
-		{name: "both", status: "Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\n", rss: 1 << 20, hwm: 2 << 20},
-		{name: "kernel thread", status: "Name:\tkthreadd\n", err: "no VmRSS"},
-		{name: "bad number", status: "VmRSS:\tlots kB\nVmHWM:\t1 kB\n", err: "VmRSS"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			rss, hwm, err := statusMemory([]byte(tc.status))
-			if tc.err != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tc.err)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.rss, rss)
-			assert.Equal(t, tc.hwm, hwm)
-		})
-	}
-}
-
 // soakSamples makes n samples a minute apart with RSS and goroutines given
 // by functions of the sample index.
 func soakSamples(n int, rss func(i int) float64, goroutines func(i int) int64) []Sample {
