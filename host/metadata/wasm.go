@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/yunikorn-userinfo/userinfo/host/internal/leb128"
 )
 
 // wasmHeader is the preamble of every core WebAssembly module: the magic
@@ -69,7 +71,7 @@ func SetCustomSection(wasm []byte, name string, content []byte) ([]byte, error) 
 		return nil, err
 	}
 
-	payloadLen := uint64(len(encodeU32(uint32(len(name))))) + uint64(len(name)) + uint64(len(content))
+	payloadLen := uint64(len(leb128.AppendU32(nil, uint32(len(name))))) + uint64(len(name)) + uint64(len(content))
 	if payloadLen > maxU32 {
 		return nil, fmt.Errorf("custom section %q is too large: %d bytes", name, payloadLen)
 	}
@@ -83,8 +85,8 @@ func SetCustomSection(wasm []byte, name string, content []byte) ([]byte, error) 
 		out = append(out, wasm[s.start:s.end]...)
 	}
 	out = append(out, customSectionID)
-	out = append(out, encodeU32(uint32(payloadLen))...)
-	out = append(out, encodeU32(uint32(len(name)))...)
+	out = append(out, leb128.AppendU32(nil, uint32(payloadLen))...)
+	out = append(out, leb128.AppendU32(nil, uint32(len(name)))...)
 	out = append(out, name...)
 	out = append(out, content...)
 	return out, nil
@@ -105,7 +107,7 @@ func parseSections(wasm []byte) ([]section, error) {
 	off := len(wasmHeader)
 	for off < len(wasm) {
 		s := section{id: wasm[off], start: off}
-		size, n, err := decodeU32(wasm[off+1:])
+		size, n, err := leb128.DecodeU32(wasm[off+1:])
 		if err != nil {
 			return nil, fmt.Errorf("%w: section %d at offset %d: size: %w", ErrMalformedWasm, s.id, off, err)
 		}
@@ -117,7 +119,7 @@ func parseSections(wasm []byte) ([]section, error) {
 		}
 		if s.id == customSectionID {
 			payload := wasm[s.payloadStart:s.end]
-			nameLen, n, err := decodeU32(payload)
+			nameLen, n, err := leb128.DecodeU32(payload)
 			if err != nil {
 				return nil, fmt.Errorf("%w: custom section at offset %d: name length: %w", ErrMalformedWasm, off, err)
 			}
@@ -139,38 +141,3 @@ func parseSections(wasm []byte) ([]section, error) {
 }
 
 const maxU32 = 1<<32 - 1
-
-// decodeU32 reads an unsigned LEB128 u32 as the wasm spec defines it: at most
-// five bytes, and the unused high bits of the fifth byte must be zero.
-// Non-minimal (padded) encodings are valid wasm and accepted.
-func decodeU32(b []byte) (uint32, int, error) {
-	var v uint32
-	for i := 0; i < 5; i++ {
-		if i >= len(b) {
-			return 0, 0, errors.New("unexpected end of input in LEB128 integer")
-		}
-		c := b[i]
-		if i == 4 && c&0xf0 != 0 {
-			return 0, 0, errors.New("LEB128 integer overflows 32 bits")
-		}
-		v |= uint32(c&0x7f) << (7 * i)
-		if c&0x80 == 0 {
-			return v, i + 1, nil
-		}
-	}
-	return 0, 0, errors.New("LEB128 integer longer than 5 bytes")
-}
-
-// encodeU32 writes the minimal unsigned LEB128 encoding of v.
-func encodeU32(v uint32) []byte {
-	var out []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			out = append(out, c|0x80)
-			continue
-		}
-		return append(out, c)
-	}
-}

@@ -19,7 +19,7 @@ var (
 	codeSection     = []byte{0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b}
 )
 
-// customSection encodes a custom section by hand, independently of encodeU32
+// customSection encodes a custom section by hand, independently of leb128.AppendU32
 // for the small sizes used here.
 func customSection(t *testing.T, name, content string) []byte {
 	t.Helper()
@@ -190,37 +190,6 @@ func TestSetCustomSection_badName(t *testing.T) {
 	t.Parallel()
 	_, err := SetCustomSection(module(), "bad\xff", nil)
 	assert.ErrorContains(t, err, "not valid UTF-8")
-}
-
-func TestLEB128(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		value   uint32
-		encoded []byte
-	}{
-		{name: "zero", value: 0, encoded: []byte{0x00}},
-		{name: "one byte max", value: 127, encoded: []byte{0x7f}},
-		{name: "two bytes min", value: 128, encoded: []byte{0x80, 0x01}},
-		{name: "spec example", value: 624485, encoded: []byte{0xe5, 0x8e, 0x26}},
-		{name: "max u32", value: 1<<32 - 1, encoded: []byte{0xff, 0xff, 0xff, 0xff, 0x0f}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			assert.Equal(t, tc.encoded, encodeU32(tc.value))
-			v, n, err := decodeU32(append(slices.Clone(tc.encoded), 0xaa))
-			require.NoError(t, err)
-			assert.Equal(t, tc.value, v)
-			assert.Equal(t, len(tc.encoded), n)
-		})
-	}
-
-	// Padded encodings are valid wasm.
-	v, n, err := decodeU32([]byte{0x83, 0x80, 0x80, 0x00})
-	require.NoError(t, err)
-	assert.Equal(t, uint32(3), v)
-	assert.Equal(t, 4, n)
 }
 
 func TestSetCustomSection_wazeroRejectsNothingElse(t *testing.T) {

@@ -33,6 +33,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+
+	"github.com/yunikorn-userinfo/userinfo/host/internal/leb128"
 )
 
 // Export is the name under which the budget global is exported.
@@ -155,7 +157,7 @@ func Instrument(wasm []byte) ([]byte, error) {
 	b.Write(wasm[:8])
 	for _, s := range out {
 		b.WriteByte(s.id)
-		b.Write(appendU32(nil, uint32(len(s.payload))))
+		b.Write(leb128.AppendU32(nil, uint32(len(s.payload))))
 		b.Write(s.payload)
 	}
 	return b.Bytes(), nil
@@ -188,12 +190,12 @@ func Instrument(wasm []byte) ([]byte, error) {
 // zeroes goes negative and traps at the next multiple of YieldEvery, at
 // most YieldEvery decrements later.
 func checkCode(global uint32) []byte {
-	get := append([]byte{0x23}, appendU32(nil, global)...)
-	set := append([]byte{0x24}, appendU32(nil, global)...)
+	get := append([]byte{0x23}, leb128.AppendU32(nil, global)...)
+	set := append([]byte{0x24}, leb128.AppendU32(nil, global)...)
 	var c []byte
 	c = append(append(c, get...), 0x42, 0x01, 0x7d)
 	c = append(append(c, set...), get...)
-	c = append(append(c, 0x42), appendS64(nil, YieldEvery-1)...)
+	c = append(append(c, 0x42), leb128.AppendS64(nil, YieldEvery-1)...)
 	c = append(c, 0x83, 0x50, 0x04, 0x40)
 	c = append(append(c, get...), 0x42, 0x00, 0x57, 0x04, 0x40, 0x00, 0x0b)
 	return append(c, 0x41, 0x00, 0x40, 0x00, 0x1a, 0x0b)
@@ -297,10 +299,10 @@ func appendGlobal(payload []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read global section: %w", err)
 	}
-	out := appendU32(nil, n+1)
+	out := leb128.AppendU32(nil, n+1)
 	out = append(out, payload[r.off:]...)
 	out = append(out, 0x7e, 0x01, 0x42)
-	out = appendS64(out, Initial)
+	out = leb128.AppendS64(out, Initial)
 	return append(out, 0x0b), nil
 }
 
@@ -311,12 +313,12 @@ func appendExport(payload []byte, global uint32) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read export section: %w", err)
 	}
-	out := appendU32(nil, n+1)
+	out := leb128.AppendU32(nil, n+1)
 	out = append(out, payload[r.off:]...)
-	out = appendU32(out, uint32(len(Export)))
+	out = leb128.AppendU32(out, uint32(len(Export)))
 	out = append(out, Export...)
 	out = append(out, 0x03)
-	return appendU32(out, global), nil
+	return leb128.AppendU32(out, global), nil
 }
 
 func instrumentCode(payload []byte, check []byte) ([]byte, error) {
@@ -326,7 +328,7 @@ func instrumentCode(payload []byte, check []byte) ([]byte, error) {
 		return nil, fmt.Errorf("read code section: %w", err)
 	}
 	out := make([]byte, 0, len(payload)+len(payload)/4)
-	out = appendU32(out, n)
+	out = leb128.AppendU32(out, n)
 	var body []byte
 	for i := range n {
 		size, err := r.u32()
@@ -341,7 +343,7 @@ func instrumentCode(payload []byte, check []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("function body %d: %w", i, err)
 		}
-		out = appendU32(out, uint32(len(body)))
+		out = leb128.AppendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
 	if r.off != len(r.b) {
@@ -531,18 +533,12 @@ func (r *reader) bytes(n int) ([]byte, error) {
 }
 
 func (r *reader) u32() (uint32, error) {
-	var v uint32
-	for shift := 0; shift < 35; shift += 7 {
-		c, err := r.byte()
-		if err != nil {
-			return 0, err
-		}
-		v |= uint32(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v, nil
-		}
+	v, n, err := leb128.DecodeU32(r.b[r.off:])
+	if err != nil {
+		return 0, err
 	}
-	return 0, errors.New("integer too long")
+	r.off += n
+	return v, nil
 }
 
 // sleb skips a signed LEB128 of at most bits bits.
@@ -630,27 +626,4 @@ func (r *reader) blocktype() error {
 		return fmt.Errorf("%w: block type %#x", ErrUnsupported, r.b[r.off])
 	}
 	return r.sleb(33)
-}
-
-func appendS64(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
-
-func appendU32(b []byte, v uint32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
 }
