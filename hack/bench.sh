@@ -77,16 +77,10 @@ export POLICY_WASM=${POLICY_WASM:-}
 
 failed=()
 tmp=$(mktemp -d)
-server_pid=
-stop_server() {
-  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"
-    wait "$server_pid" || true
-  fi
-  server_pid=
-}
+# shellcheck source=hack/lib/serve.sh
+source "$(dirname "$0")/lib/serve.sh"
 cleanup() {
-  stop_server
+  serve_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -110,7 +104,7 @@ mkdir -p "$OUT"
 # Results of the steps below only: the soak (make soak) is kept.
 rm -f "$OUT"/perf.txt "$OUT"/admission.txt "$OUT"/load-*.json "$OUT"/coldstart-*.json "$OUT"/machine.json
 "$PERFKIT" machine --out "$OUT/machine.json"
-echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -r), $("$GO" env GOVERSION)"
+echo "$(machine_line), $("$GO" env GOVERSION)"
 quick=
 [[ "$QUICK" == 1 ]] && quick=" (QUICK=1: brief runs, numbers not for publishing)"
 echo "results in $OUT, plots and tables in $DOCS$quick"
@@ -145,21 +139,7 @@ banner "3/5 load: serve --instances $INSTANCES, loadgen at rates $RATES ($CONNEC
 if skipped load; then
   note "skipped (SKIP)"
 else
-  "$BIN" serve --self-signed --self-signed-dir "$tmp/tls" \
-    --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
-    --instances "$INSTANCES" --log-level warn >"$tmp/serve.log" 2>&1 &
-  server_pid=$!
-  ready=0
-  for _ in $(seq 1 100); do
-    if curl -fsS --cacert "$tmp/tls/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then
-      ready=1
-      break
-    fi
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [[ "$ready" != 1 ]]; then
-    cat "$tmp/serve.log"
+  if ! serve_start "$tmp"; then
     fail load "serve did not become ready"
   else
     for rate in $RATES; do
@@ -179,7 +159,7 @@ else
       kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.log"; fail load "the server died"; break; }
     done
   fi
-  stop_server
+  serve_stop
 fi
 
 # 4. Cold start, with no server running.

@@ -22,32 +22,19 @@ INSTANCES=${INSTANCES:-$(nproc)}
 PORT=${PORT:-18443}
 METRICS_PORT=${METRICS_PORT:-19090}
 
+# shellcheck source=hack/lib/serve.sh
+source "$(dirname "$0")/lib/serve.sh"
+
 dir=$(mktemp -d)
-server_pid=
 cleanup() {
-  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid"
-    wait "$server_pid" || true
-  fi
+  serve_stop
   rm -rf "$dir"
 }
 trap cleanup EXIT
 
-"$BIN" serve --self-signed --self-signed-dir "$dir/tls" \
-  --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
-  --instances "$INSTANCES" --log-level warn >"$dir/serve.log" 2>&1 &
-server_pid=$!
+serve_start "$dir" || exit 1
 
-for _ in $(seq 1 100); do
-  if curl -fsS --cacert "$dir/tls/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then
-    break
-  fi
-  kill -0 "$server_pid" 2>/dev/null || { cat "$dir/serve.log"; exit 1; }
-  sleep 0.1
-done
-curl -fsS --cacert "$dir/tls/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null
-
-echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -r)"
+machine_line
 echo "server: --instances $INSTANCES, loadgen: --connections $CONNECTIONS, fixtures $FIXTURES"
 for rate in $RATES; do
   echo

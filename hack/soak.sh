@@ -49,16 +49,17 @@ for f in "$BIN" "$LOADGEN"; do
 done
 "$GO" build -o "$PERFKIT" ./cmd/perfkit
 
+# shellcheck source=hack/lib/serve.sh
+source "$(dirname "$0")/lib/serve.sh"
+
 tmp=$(mktemp -d)
-server_pid=
 loadgen_pid=
 cleanup() {
-  for pid in "$loadgen_pid" "$server_pid"; do
-    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-      kill -TERM "$pid"
-      wait "$pid" || true
-    fi
-  done
+  if [[ -n "$loadgen_pid" ]] && kill -0 "$loadgen_pid" 2>/dev/null; then
+    kill -TERM "$loadgen_pid"
+    wait "$loadgen_pid" || true
+  fi
+  serve_stop
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -67,20 +68,9 @@ trap 'exit 130' INT TERM
 mkdir -p "$OUT"
 rm -f "$OUT"/soak.jsonl "$OUT"/soak.csv "$OUT"/soak.txt "$OUT"/soak-load.json
 
-"$BIN" serve --self-signed --self-signed-dir "$tmp/tls" \
-  --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$METRICS_PORT" \
-  --instances "$INSTANCES" --log-level warn >"$tmp/serve.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do
-  if curl -fsS --cacert "$tmp/tls/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null 2>&1; then
-    break
-  fi
-  kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/serve.log"; exit 1; }
-  sleep 0.1
-done
-curl -fsS --cacert "$tmp/tls/ca.crt" "https://127.0.0.1:$PORT/readyz" >/dev/null
+serve_start "$tmp" || exit 1
 
-echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -r)"
+machine_line
 echo "soak: rate $RATE/s for $WARMUP + $DURATION, $CONNECTIONS connections, --instances $INSTANCES, sampled every $INTERVAL"
 
 # loadgen runs WARMUP + DURATION; sampling starts with it and lasts
