@@ -151,8 +151,8 @@ func (i *instance) call(ctx context.Context, operation string, payload []byte) (
 }
 
 // arm gives a metered instance its budget for one call, and zeroes the
-// budget when ctx is done so the guest traps at its next function entry or
-// loop iteration. The returned stop must be called when the call returns;
+// budget when ctx is done so the guest traps at its next yield point (at
+// most budget.YieldEvery loop iterations or calls later). The returned stop must be called when the call returns;
 // it reports whether the budget ran out or was zeroed (so a trap was the
 // budget's doing, not the guest's).
 func (i *instance) arm(ctx context.Context) (stop func() bool) {

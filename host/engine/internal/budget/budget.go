@@ -41,8 +41,8 @@ import (
 const Export = "__yunikorn_userinfo_budget"
 
 // YieldEvery is how many decrements of the budget pass between two yields
-// to the Go scheduler, and the granularity of the budget: a power of two,
-// since the check is a mask. A budget is best a multiple of it.
+// to the Go scheduler: a power of two, since the check is a mask. A budget
+// zeroed from outside is noticed at the next yield.
 const YieldEvery = 1 << 16
 
 // Initial is the budget the global starts with, before the host sets one:
