@@ -13,6 +13,8 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 )
 
 func TestCreatePatch(t *testing.T) {
@@ -188,7 +190,7 @@ func TestCreatePatch(t *testing.T) {
 			got, err := CreatePatch([]byte(tc.original), []byte(tc.mutated))
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, string(got))
-			if isContainer([]byte(tc.original)) && !hasEmptyKey(semantic(t, []byte(tc.original))) {
+			if isContainer([]byte(tc.original)) && !hasEmptyKey(fixtures.DecodeJSON(t, []byte(tc.original))) {
 				assertPatchApplies(t, []byte(tc.original), []byte(tc.mutated), got)
 			}
 		})
@@ -301,7 +303,7 @@ func FuzzCreatePatch(f *testing.F) {
 
 		if isContainer(original) && isContainer(mutated) {
 			// See genKeys for why empty keys cannot be checked this way.
-			if !hasEmptyKey(semantic(t, original)) && !hasEmptyKey(semantic(t, mutated)) {
+			if !hasEmptyKey(fixtures.DecodeJSON(t, original)) && !hasEmptyKey(fixtures.DecodeJSON(t, mutated)) {
 				assertPatchApplies(t, original, mutated, patch)
 			}
 			return
@@ -315,13 +317,13 @@ func FuzzCreatePatch(f *testing.F) {
 		}
 		require.NoError(t, json.Unmarshal(patch, &ops))
 		if len(ops) == 0 {
-			assert.Equal(t, semantic(t, original), semantic(t, mutated))
+			assert.Equal(t, fixtures.DecodeJSON(t, original), fixtures.DecodeJSON(t, mutated))
 			return
 		}
 		require.Len(t, ops, 1)
 		assert.Equal(t, "replace", ops[0].Op)
 		assert.Empty(t, ops[0].Path)
-		assert.Equal(t, semantic(t, mutated), semantic(t, ops[0].Value))
+		assert.Equal(t, fixtures.DecodeJSON(t, mutated), fixtures.DecodeJSON(t, ops[0].Value))
 	})
 }
 
@@ -335,17 +337,7 @@ func assertPatchApplies(t *testing.T, original, mutated, patch []byte) {
 	// first byte, so leading whitespace would make it misread an array.
 	got, err := p.Apply(bytes.TrimSpace(original))
 	require.NoError(t, err, "apply patch %s\nto %s", patch, original)
-	assert.Equal(t, semantic(t, mutated), semantic(t, got), "patch %s\noriginal %s", patch, original)
-}
-
-// semantic decodes a JSON document for comparison, keeping numbers as text.
-func semantic(t *testing.T, data []byte) any {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	require.NoError(t, dec.Decode(&v), "decode %s", data)
-	return v
+	assert.Equal(t, fixtures.DecodeJSON(t, mutated), fixtures.DecodeJSON(t, got), "patch %s\noriginal %s", patch, original)
 }
 
 // isContainer reports whether the valid JSON document data is an object or

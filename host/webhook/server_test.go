@@ -212,10 +212,7 @@ func TestServer_shutdownTimeout(t *testing.T) {
 func TestServer_tlsAndMetrics(t *testing.T) {
 	t.Parallel()
 	tlsConfig, client := testTLS(t)
-	h := NewHandler(Options{})
-	h.Start(policyFunc(func(context.Context, []byte) ([]byte, error) {
-		return []byte(`{"accepted":true}`), nil
-	}), emptySettings)
+	h := acceptingHandler()
 	metricsHit := make(chan struct{}, 1)
 	srv := startServer(t, ServerOptions{
 		Listener:        loopback(t),
@@ -251,10 +248,7 @@ func TestServer_tlsAndMetrics(t *testing.T) {
 func TestServer_slowClient(t *testing.T) {
 	t.Parallel()
 	tlsConfig, client := testTLS(t)
-	h := NewHandler(Options{})
-	h.Start(policyFunc(func(context.Context, []byte) ([]byte, error) {
-		return []byte(`{"accepted":true}`), nil
-	}), emptySettings)
+	h := acceptingHandler()
 	srv := startServer(t, ServerOptions{
 		Listener: loopback(t), TLSConfig: tlsConfig, Handler: h,
 		ReadHeaderTimeout: 200 * time.Millisecond,
@@ -274,4 +268,13 @@ func TestServer_slowClient(t *testing.T) {
 
 	r, _ := postOver(t, client, srv, "after-slow")
 	assert.Equal(t, "after-slow", r.Response.UID)
+}
+
+// acceptingHandler is a started Handler whose policy accepts everything.
+func acceptingHandler() *Handler {
+	h := NewHandler(Options{})
+	h.Start(policyFunc(func(context.Context, []byte) ([]byte, error) {
+		return []byte(`{"accepted":true}`), nil
+	}), emptySettings)
+	return h
 }
