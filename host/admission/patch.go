@@ -259,6 +259,23 @@ func sameString(a, b string) (bool, error) {
 // valueKind is the JSON type of a node.
 type valueKind uint8
 
+// String names the kind as encoding/json's type errors do.
+func (k valueKind) String() string {
+	switch k {
+	case kindNull:
+		return "null"
+	case kindBool:
+		return "bool"
+	case kindNumber:
+		return "number"
+	case kindString:
+		return "string"
+	case kindArray:
+		return "array"
+	}
+	return "object"
+}
+
 const (
 	kindNull valueKind = iota
 	kindBool

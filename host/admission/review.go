@@ -251,7 +251,7 @@ func decodeObject(data []byte) (map[string]json.RawMessage, error) {
 func members(data []byte) (map[string]json.RawMessage, error) {
 	v := gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
 	if !v.IsObject() {
-		return nil, fmt.Errorf("must be a JSON object, got %s", jsonType(v))
+		return nil, fmt.Errorf("must be a JSON object, got %s", rawKind(v))
 	}
 	obj := make(map[string]json.RawMessage, 16)
 	var err error
@@ -273,21 +273,6 @@ func members(data []byte) (map[string]json.RawMessage, error) {
 		return nil, err
 	}
 	return obj, nil
-}
-
-// jsonType names the type of a JSON value as encoding/json's type errors do.
-func jsonType(v gjson.Result) string {
-	switch v.Type {
-	case gjson.Null:
-		return "null"
-	case gjson.False, gjson.True:
-		return "bool"
-	case gjson.Number:
-		return "number"
-	case gjson.String:
-		return "string"
-	}
-	return "array"
 }
 
 // isReview reports whether a decoded top-level object is an AdmissionReview.
