@@ -182,14 +182,10 @@ func objectMembers(obj gjson.Result, path, side string) (map[string]gjson.Result
 	members := make(map[string]gjson.Result)
 	var err error
 	obj.ForEach(func(k, v gjson.Result) bool {
-		key := k.Str
-		if strings.IndexByte(k.Raw, '\\') >= 0 || !utf8.ValidString(k.Raw) {
-			// Decode escapes, and replace invalid UTF-8, as encoding/json
-			// does (as the API server will), not as gjson does.
-			if err = json.Unmarshal([]byte(k.Raw), &key); err != nil {
-				err = fmt.Errorf("decode %s document: at %q: %w", side, path, err)
-				return false
-			}
+		key, kerr := decodeKey(k)
+		if kerr != nil {
+			err = fmt.Errorf("decode %s document: at %q: %w", side, path, kerr)
+			return false
 		}
 		if _, dup := members[key]; dup {
 			err = fmt.Errorf("decode %s document: at %q: duplicate key %q", side, path, key)
@@ -199,6 +195,18 @@ func objectMembers(obj gjson.Result, path, side string) (map[string]gjson.Result
 		return true
 	})
 	return members, err
+}
+
+// decodeKey returns an object key as encoding/json (and so the API server)
+// reads it: escapes decoded and invalid UTF-8 replaced by U+FFFD, where
+// gjson would keep the bytes. Plain keys, the usual case, are not copied.
+func decodeKey(k gjson.Result) (string, error) {
+	if strings.IndexByte(k.Raw, '\\') < 0 && utf8.ValidString(k.Raw) {
+		return k.Str, nil
+	}
+	var key string
+	err := json.Unmarshal([]byte(k.Raw), &key)
+	return key, err
 }
 
 func (d *differ) diffArrays(path string, a, b gjson.Result) error {

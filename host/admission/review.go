@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -256,14 +254,9 @@ func members(data []byte) (map[string]json.RawMessage, error) {
 	obj := make(map[string]json.RawMessage, 16)
 	var err error
 	v.ForEach(func(k, val gjson.Result) bool {
-		key := k.Str
-		if strings.IndexByte(k.Raw, '\\') >= 0 || !utf8.ValidString(k.Raw) {
-			// Escapes decoded, and invalid UTF-8 replaced, as
-			// encoding/json does (the API server's reading), which gjson
-			// does not always match.
-			if err = json.Unmarshal([]byte(k.Raw), &key); err != nil {
-				return false
-			}
+		var key string
+		if key, err = decodeKey(k); err != nil {
+			return false
 		}
 		// The last of duplicate keys wins, as in encoding/json.
 		obj[key] = unsafe.Slice(unsafe.StringData(val.Raw), len(val.Raw))
