@@ -247,7 +247,7 @@ func decodeObject(data []byte) (map[string]json.RawMessage, error) {
 
 // members is decodeObject for data already known to be valid JSON.
 func members(data []byte) (map[string]json.RawMessage, error) {
-	v := gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
+	v := rawResult(data)
 	if !v.IsObject() {
 		return nil, fmt.Errorf("must be a JSON object, got %s", rawKind(v))
 	}
