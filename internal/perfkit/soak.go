@@ -102,9 +102,15 @@ func Soak(ctx context.Context, opts SoakOptions) ([]Sample, error) {
 				return samples, fmt.Errorf("record sample: %w", err)
 			}
 		}
+		if s.Elapsed >= opts.Duration {
+			return samples, nil
+		}
 		left := opts.Duration - time.Since(start)
 		if left <= 0 {
-			return samples, nil
+			// A slow sample (a scrape timing out) ran past the end:
+			// take the final one now, so the last sample still marks
+			// the end of the duration.
+			continue
 		}
 		wait := ticker.C
 		var last <-chan time.Time
