@@ -49,6 +49,7 @@ type serveFlags struct {
 	memoryLimitMiB  uint32
 	maxRequestBytes int64
 	maxDepth        int
+	maxBodyInFlight int64
 	shutdownDelay   time.Duration
 	shutdownTimeout time.Duration
 	pprof           bool
@@ -123,6 +124,7 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.Uint32Var(&f.memoryLimitMiB, "memory-limit", defaultMemoryLimitMiB, "memory limit of each policy instance, in MiB")
 	fs.Int64Var(&f.maxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "largest accepted request body, in bytes")
 	fs.IntVar(&f.maxDepth, "max-json-depth", webhook.DefaultMaxDepth, "deepest nesting of arrays and objects accepted in a request")
+	fs.Int64Var(&f.maxBodyInFlight, "max-body-bytes-in-flight", webhook.DefaultMaxBodyBytesInFlight, "memory all request bodies being read or evaluated may take at once, in bytes; past it, requests are answered 503")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, how long to keep serving with /readyz at 503 before closing the listener")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the metrics address")
@@ -175,6 +177,9 @@ func (f *serveFlags) check() error {
 	}
 	if f.maxDepth <= 0 {
 		return fmt.Errorf("invalid --max-json-depth %d: must be positive", f.maxDepth)
+	}
+	if f.maxBodyInFlight < f.maxRequestBytes {
+		return fmt.Errorf("invalid --max-body-bytes-in-flight %d: must be at least --max-request-bytes (%d)", f.maxBodyInFlight, f.maxRequestBytes)
 	}
 	if f.settingsReload <= 0 || f.certReload <= 0 {
 		return errors.New("invalid reload interval: --settings-reload-interval and --cert-reload-interval must be positive")
@@ -248,7 +253,11 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		Metrics:         metrics,
 		MaxRequestBytes: f.maxRequestBytes,
 		MaxDepth:        f.maxDepth,
-		Timeout:         f.timeout,
+		// Requests beyond the instances would only wait for one, holding
+		// their decoded review meanwhile.
+		MaxConcurrent:        f.instances,
+		MaxBodyBytesInFlight: f.maxBodyInFlight,
+		Timeout:              f.timeout,
 	})
 	tlsConfig := certs.TLSConfig()
 	// Offered explicitly so that HTTP/2 is available with a client CA too:

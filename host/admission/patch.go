@@ -2,6 +2,7 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,7 +40,7 @@ const maxDepth = 10000
 // See https://www.rfc-editor.org/rfc/rfc6902 and
 // https://www.rfc-editor.org/rfc/rfc6901 (path escaping).
 func CreatePatch(original, mutated []byte) ([]byte, error) {
-	ops, err := diffDocuments(original, mutated)
+	ops, err := diffDocuments(context.Background(), original, mutated)
 	if err != nil {
 		return nil, err
 	}
@@ -56,14 +57,16 @@ func CreatePatch(original, mutated []byte) ([]byte, error) {
 // the path to a difference are checked for duplicate keys: a subtree that
 // is byte for byte the same on both sides came from the original request,
 // which the API server serialised, and the patch does not touch it.
-func diffDocuments(original, mutated []byte) ([]patchOp, error) {
+//
+// The diff stops with ctx's error once ctx is done.
+func diffDocuments(ctx context.Context, original, mutated []byte) ([]patchOp, error) {
 	if !validJSON(original) {
 		return nil, fmt.Errorf("decode original document: %w", invalidError(original))
 	}
 	if !validJSON(mutated) {
 		return nil, fmt.Errorf("decode mutated document: %w", invalidError(mutated))
 	}
-	var d differ
+	d := differ{ctx: ctx}
 	if err := d.diff("", rawResult(original), rawResult(mutated)); err != nil {
 		return nil, err
 	}
@@ -96,6 +99,9 @@ func rawResult(data []byte) gjson.Result {
 // differ collects the operations of one diff.
 type differ struct {
 	ops []patchOp
+	// ctx, if set, stops the diff when it is done.
+	ctx  context.Context
+	work int
 }
 
 // diff appends the operations turning a into b at path.
@@ -132,42 +138,111 @@ func (d *differ) add(op, path string, v gjson.Result) error {
 	return nil
 }
 
-// member is one member of an object being diffed.
+// member is one member of an object being diffed: its decoded key and the
+// raw text of its value (a gjson.Result is five times larger, and huge
+// objects have hundreds of thousands of members).
 type member struct {
-	key   string
-	value gjson.Result
+	key, raw string
 }
 
+// checkEvery is how many members the differ walks between two looks at
+// its context.
+const checkEvery = 1 << 10
+
+// tick counts n units of work and reports the context's error every
+// checkEvery of them, so that a diff of a huge object stops at the
+// request's deadline.
+func (d *differ) tick(n int) error {
+	d.work += n
+	if d.work < checkEvery || d.ctx == nil {
+		return nil
+	}
+	d.work = 0
+	if err := d.ctx.Err(); err != nil {
+		return fmt.Errorf("create patch: %w", err)
+	}
+	return nil
+}
+
+// diffObjects diffs two objects in time linear in their sizes. Members that
+// are the same key with the same raw value at the start and at the end of
+// both objects (all of them but the one annotation a policy adds, usually)
+// are skipped; a key that changes is refused if it occurs twice on either
+// side; the members in between are matched by key, and their operations come in sorted key
+// order, so the output is deterministic.
 func (d *differ) diffObjects(path string, a, b gjson.Result) error {
-	am, err := objectMembers(a, path, "original")
+	am, err := d.objectMembers(a, path, "original")
 	if err != nil {
 		return err
 	}
-	bm, err := objectMembers(b, path, "mutated")
+	bm, err := d.objectMembers(b, path, "mutated")
 	if err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(am)+len(bm))
-	for k := range am {
-		keys = append(keys, k)
+	same := func(x, y member) bool { return x == y }
+	lo := 0
+	for lo < len(am) && lo < len(bm) && same(am[lo], bm[lo]) {
+		lo++
 	}
-	for k := range bm {
-		if _, ok := am[k]; !ok {
-			keys = append(keys, k)
+	ha, hb := len(am), len(bm)
+	for ha > lo && hb > lo && same(am[ha-1], bm[hb-1]) {
+		ha--
+		hb--
+	}
+	if lo == ha && lo == hb {
+		return nil // the same members, laid out differently
+	}
+	// A key that changes must occur once on each side: with a duplicate,
+	// what the patch does depends on which occurrence a reader keeps.
+	// Duplicates of keys that do not change are the same on both sides and
+	// untouched by the patch, whatever a reader makes of them.
+	changed := make(map[string]struct{}, ha-lo+hb-lo)
+	for _, m := range am[lo:ha] {
+		changed[m.key] = struct{}{}
+	}
+	for _, m := range bm[lo:hb] {
+		changed[m.key] = struct{}{}
+	}
+	if err := d.refuseDuplicates(am, changed, path, "original"); err != nil {
+		return err
+	}
+	if err := d.refuseDuplicates(bm, changed, path, "mutated"); err != nil {
+		return err
+	}
+	// With no duplicates, a key in the middle of one side is either in the
+	// middle of the other or absent from it.
+	ai := make(map[string]string, ha-lo)
+	for _, m := range am[lo:ha] {
+		ai[m.key] = m.raw
+	}
+	bi := make(map[string]string, hb-lo)
+	for _, m := range bm[lo:hb] {
+		bi[m.key] = m.raw
+	}
+	keys := make([]string, 0, len(ai)+len(bi))
+	for _, m := range am[lo:ha] {
+		keys = append(keys, m.key)
+	}
+	for _, m := range bm[lo:hb] {
+		if _, ok := ai[m.key]; !ok {
+			keys = append(keys, m.key)
 		}
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		p := path + "/" + escapePointer(k)
-		av, inA := am[k]
-		bv, inB := bm[k]
+		av, inA := ai[k]
+		bv, inB := bi[k]
 		switch {
 		case !inB:
 			d.ops = append(d.ops, patchOp{op: "remove", path: p})
 		case !inA:
-			err = d.add("add", p, bv)
+			err = d.add("add", p, gjson.Parse(bv))
 		default:
-			err = d.diff(p, av, bv)
+			err = d.diff(p, gjson.Parse(av), gjson.Parse(bv))
+		}
+		if err == nil {
+			err = d.tick(1)
 		}
 		if err != nil {
 			return err
@@ -176,10 +251,13 @@ func (d *differ) diffObjects(path string, a, b gjson.Result) error {
 	return nil
 }
 
-// objectMembers maps the decoded keys of obj to their values, refusing
-// duplicates.
-func objectMembers(obj gjson.Result, path, side string) (map[string]gjson.Result, error) {
-	members := make(map[string]gjson.Result)
+// objectMembers lists the members of obj in document order, keys decoded.
+func (d *differ) objectMembers(obj gjson.Result, path, side string) ([]member, error) {
+	// Counted first, so that the slice is allocated once: growing it would
+	// copy a huge object's members several times over.
+	n := 0
+	obj.ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	members := make([]member, 0, n)
 	var err error
 	obj.ForEach(func(k, v gjson.Result) bool {
 		key, kerr := decodeKey(k)
@@ -187,14 +265,29 @@ func objectMembers(obj gjson.Result, path, side string) (map[string]gjson.Result
 			err = fmt.Errorf("decode %s document: at %q: %w", side, path, kerr)
 			return false
 		}
-		if _, dup := members[key]; dup {
-			err = fmt.Errorf("decode %s document: at %q: duplicate key %q", side, path, key)
+		members = append(members, member{key: key, raw: v.Raw})
+		if err = d.tick(1); err != nil {
 			return false
 		}
-		members[key] = v
 		return true
 	})
 	return members, err
+}
+
+// refuseDuplicates fails if one of the keys in changed occurs twice among
+// members.
+func (d *differ) refuseDuplicates(members []member, changed map[string]struct{}, path, side string) error {
+	seen := make(map[string]struct{}, len(changed))
+	for _, m := range members {
+		if _, ok := changed[m.key]; !ok {
+			continue
+		}
+		if _, dup := seen[m.key]; dup {
+			return fmt.Errorf("decode %s document: at %q: duplicate key %q", side, path, m.key)
+		}
+		seen[m.key] = struct{}{}
+	}
+	return d.tick(len(members))
 }
 
 // decodeKey returns an object key as encoding/json (and so the API server)

@@ -2,7 +2,9 @@ package admission
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -508,4 +510,64 @@ func TestDocGen_deterministic(t *testing.T) {
 		return strconv.Quote(strings.Join(out, ""))
 	}
 	assert.Equal(t, gen(), gen())
+}
+
+// hugeAnnotations is a Pod with n annotations, the shape of the largest
+// object a user can send through the API server, and the same Pod with one
+// annotation added at the end, as the policy adds user.info.
+func hugeAnnotations(n int) (original, mutated []byte) {
+	var b strings.Builder
+	b.WriteString(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","annotations":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":"v"`, i)
+	}
+	head := b.String()
+	tail := `}},"spec":{"containers":[{"name":"c","image":"i"}]}}`
+	return []byte(head + tail), []byte(head + `,"yunikorn.apache.org/user.info":"{}"` + tail)
+}
+
+func TestCreatePatch_hugeObjectIsLinear(t *testing.T) {
+	t.Parallel()
+	original, mutated := hugeAnnotations(200_000)
+	patch, err := CreatePatch(original, mutated)
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"op":"add","path":"/metadata/annotations/yunikorn.apache.org~1user.info","value":"{}"}]`, string(patch))
+}
+
+func TestDiffDocuments_stopsAtDeadline(t *testing.T) {
+	t.Parallel()
+	original, mutated := hugeAnnotations(50_000)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := diffDocuments(ctx, original, mutated)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.ErrorContains(t, err, "create patch")
+}
+
+func TestCreatePatch_duplicateOutsideTheChange(t *testing.T) {
+	t.Parallel()
+	// The members that differ are in the middle; the duplicate of one of
+	// them sits in the unchanged prefix, and still is refused: under
+	// encoding/json's last-wins reading, removing the second "k" would not
+	// give the mutated document's k=1.
+	_, err := CreatePatch([]byte(`{"k":1,"x":2,"k":3}`), []byte(`{"k":1,"x":2}`))
+	assert.ErrorContains(t, err, `duplicate key "k"`)
+	_, err = CreatePatch([]byte(`{"k":1,"x":2}`), []byte(`{"k":1,"x":2,"k":3}`))
+	assert.ErrorContains(t, err, `duplicate key "k"`)
+}
+
+// BenchmarkCreatePatch_hugeAnnotations: a Pod with 200,000 annotations
+// (2.5 MB) gets one more.
+func BenchmarkCreatePatch_hugeAnnotations(b *testing.B) {
+	original, mutated := hugeAnnotations(200_000)
+	b.SetBytes(int64(len(original)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := CreatePatch(original, mutated); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -125,7 +125,7 @@ type Status struct {
 // A mutated object for a request without object (DELETE), or one that cannot
 // be diffed, yields an [Errored] response with code 500.
 func Respond(req *Request, vr *ValidationResponse) *Response {
-	resp, err := respond(req, vr)
+	resp, err := respond(context.Background(), req, vr)
 	if err != nil {
 		return Errored(req.UID, CodeEvaluationFailed, err)
 	}
@@ -133,7 +133,7 @@ func Respond(req *Request, vr *ValidationResponse) *Response {
 }
 
 // respond is Respond, with the failure to build a patch as an error.
-func respond(req *Request, vr *ValidationResponse) (*Response, error) {
+func respond(ctx context.Context, req *Request, vr *ValidationResponse) (*Response, error) {
 	resp := &Response{
 		UID:              req.UID,
 		Allowed:          vr.Accepted,
@@ -155,7 +155,7 @@ func respond(req *Request, vr *ValidationResponse) (*Response, error) {
 	if req.Object == nil {
 		return nil, errMutateWithoutObject
 	}
-	ops, err := diffDocuments(req.Object, vr.MutatedObject)
+	ops, err := diffDocuments(ctx, req.Object, vr.MutatedObject)
 	if err != nil {
 		return nil, fmt.Errorf("create patch: %w", err)
 	}
@@ -184,8 +184,10 @@ func (e badResponse) Unwrap() []error { return []error{e.err, ErrBadResponse} }
 type ValidateFunc func(ctx context.Context, payload []byte) ([]byte, error)
 
 // Evaluate runs validate on req with settings and builds the
-// AdmissionResponse. When the evaluation fails (the call fails, the answer
-// is not a ValidationResponse, or no patch can be built from it), the
+// AdmissionResponse; the patch is computed under ctx too, so a huge object
+// cannot keep the caller past its deadline. When the evaluation fails (the
+// call fails, the answer is not a ValidationResponse, or no patch can be
+// built from it, ctx's end included), the
 // response is [Errored] with code 500 and the error says why; callers log
 // and count it.
 func Evaluate(ctx context.Context, validate ValidateFunc, req *Request, settings json.RawMessage) (*Response, error) {
@@ -196,9 +198,12 @@ func Evaluate(ctx context.Context, validate ValidateFunc, req *Request, settings
 	vr, err := ParseValidationResponse(out)
 	if err == nil {
 		var resp *Response
-		if resp, err = respond(req, vr); err == nil {
+		if resp, err = respond(ctx, req, vr); err == nil {
 			return resp, nil
 		}
+	}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return Errored(req.UID, CodeEvaluationFailed, err), err
 	}
 	return Errored(req.UID, CodeEvaluationFailed, err), badResponse{err}
 }

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,9 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,17 @@ const DefaultMaxRequestBytes = 7 << 20
 // requests are refused up front with a clear message instead of a trap.
 const DefaultMaxDepth = 512
 
+// DefaultMaxBodyBytesInFlight is the default budget of request bodies held
+// in memory at once, across all connections: 32 MiB, four reviews of the
+// largest size the default limit admits, or thousands of ordinary ones. A
+// body is charged for the buffer it actually occupies as its bytes arrive,
+// never for the length it declares.
+const DefaultMaxBodyBytesInFlight = 32 << 20
+
+// RetryAfterSeconds is the Retry-After an overloaded webhook sends with
+// its 503 answers.
+const RetryAfterSeconds = "1"
+
 // Policy evaluates a Kubewarden validate payload and returns the policy's
 // ValidationResponse. *engine.Engine implements it.
 type Policy interface {
@@ -60,9 +72,21 @@ type Options struct {
 	// MaxDepth limits the nesting of arrays and objects in a request.
 	// Default: DefaultMaxDepth (512).
 	MaxDepth int
-	// Timeout bounds one evaluation, waiting for an instance included; the
-	// timeout the API server sends in the URL (?timeout=10s) lowers it,
-	// never raises it. Default: engine.DefaultTimeout (2 s).
+	// MaxBodyBytesInFlight bounds the memory of all request bodies being
+	// read or evaluated at once. A request whose body would take the total
+	// past it is answered 503 with Retry-After. Default:
+	// DefaultMaxBodyBytesInFlight (32 MiB).
+	MaxBodyBytesInFlight int64
+	// MaxConcurrent is how many requests are decoded, evaluated, diffed and
+	// encoded at once; the others wait for a slot, within their deadline.
+	// Set it to the number of policy instances. Default:
+	// runtime.GOMAXPROCS(0).
+	MaxConcurrent int
+	// Timeout bounds the work on one request once its body is read: the
+	// wait for a slot, decoding, the evaluation (waiting for an instance
+	// included), the patch and encoding. The timeout the API server sends
+	// in the URL (?timeout=10s) lowers it, never raises it. Default:
+	// engine.DefaultTimeout (2 s).
 	Timeout time.Duration
 }
 
@@ -78,6 +102,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = DefaultMaxDepth
+	}
+	if o.MaxBodyBytesInFlight <= 0 {
+		o.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	if o.MaxConcurrent <= 0 {
+		o.MaxConcurrent = runtime.GOMAXPROCS(0)
 	}
 }
 
@@ -101,6 +131,10 @@ type Handler struct {
 	mux     *http.ServeMux
 	metrics *Metrics
 	log     *slog.Logger
+	// bodyBytes is the buffer capacity charged to the bodies in flight.
+	bodyBytes atomic.Int64
+	// slots holds one token per request being worked on.
+	slots chan struct{}
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -108,7 +142,7 @@ var _ http.Handler = (*Handler)(nil)
 // NewHandler returns an unready Handler.
 func NewHandler(opts Options) *Handler {
 	opts.setDefaults()
-	h := &Handler{opts: opts, metrics: opts.Metrics, log: opts.Logger}
+	h := &Handler{opts: opts, metrics: opts.Metrics, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent)}
 	h.mux = http.NewServeMux()
 	h.mux.HandleFunc(PathMutate, h.serveMutate)
 	h.mux.HandleFunc(PathHealthz, h.serveHealthz)
@@ -170,38 +204,69 @@ type rejection struct {
 
 // serveMutate answers one AdmissionReview. Whatever happens, the body is an
 // AdmissionReview: for a request that could not be read (wrong method,
-// media type or size, malformed review) with an HTTP 4xx status and an
-// errored response naming the problem; otherwise with HTTP 200, the
-// request's uid, and the policy's verdict or, if the evaluation failed,
-// allowed=false with code 500.
+// media type or size, malformed review) with an HTTP 4xx status, or 503
+// when the server is too busy to take it, and an errored response naming
+// the problem; otherwise with HTTP 200, the request's uid, and the
+// policy's verdict or, if the evaluation failed, allowed=false with code
+// 500.
+//
+// The work on a request is bounded three ways: its body is charged to a
+// byte budget shared by all requests as it arrives; everything after
+// reading it (decoding, the evaluation, the patch, encoding) happens
+// holding one of MaxConcurrent slots; and all of that runs under the
+// request's deadline.
 func (h *Handler) serveMutate(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	h.metrics.inFlightAdd(1)
 	defer h.metrics.inFlightAdd(-1)
 	ctx := r.Context()
 
+	var read *admission.Request // set once the review is decoded
 	defer func() {
-		// A bug must cost one request, not the process.
+		// A bug must cost one request, not the process. A review that was
+		// read is answered like any failed evaluation: HTTP 200, its uid,
+		// allowed=false and code 500.
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
 				panic(p)
 			}
 			h.log.ErrorContext(ctx, "admission handler panicked", "panic", fmt.Sprint(p))
 			h.metrics.error(CauseInternal)
-			h.writeReview(w, http.StatusInternalServerError,
-				admission.Errored("", admission.CodeEvaluationFailed, fmt.Errorf("internal error: %v", p)))
+			err := fmt.Errorf("internal error: %v", p)
+			if read != nil {
+				h.metrics.observe(read.Kind.Kind, read.Operation, OutcomeError, time.Since(start).Seconds())
+				h.writeReview(w, http.StatusOK, admission.Errored(read.UID, admission.CodeEvaluationFailed, err))
+				return
+			}
+			h.writeReview(w, http.StatusInternalServerError, admission.Errored("", admission.CodeEvaluationFailed, err))
 		}
 	}()
 
-	req, rej := h.readReview(w, r)
+	body, charged, rej := h.readRequest(w, r)
+	defer h.bodyBytes.Add(-charged)
 	if rej != nil {
-		h.metrics.error(rej.cause)
-		h.metrics.observe("", "", OutcomeInvalid, time.Since(start).Seconds())
-		h.log.WarnContext(ctx, "admission request refused", "remote", r.RemoteAddr,
-			"status", rej.status, "cause", rej.cause, "error", rej.err)
-		h.writeReview(w, rej.status, admission.Errored("", int32(rej.status), rej.err))
+		h.refuse(w, r, start, rej)
 		return
 	}
+
+	// From here on the request holds a slot and runs under its deadline.
+	evalCtx, cancel := context.WithTimeout(ctx, h.deadline(r))
+	defer cancel()
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	case <-evalCtx.Done():
+		h.refuse(w, r, start, &rejection{http.StatusServiceUnavailable, CauseBusy,
+			fmt.Errorf("the webhook is busy: no slot became free within the deadline (%d requests at once)", h.opts.MaxConcurrent)})
+		return
+	}
+
+	req, rej := h.decodeReview(body)
+	if rej != nil {
+		h.refuse(w, r, start, rej)
+		return
+	}
+	read = req
 
 	t := h.target.Load()
 	if t == nil {
@@ -212,8 +277,6 @@ func (h *Handler) serveMutate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	evalCtx, cancel := context.WithTimeout(ctx, h.deadline(r))
-	defer cancel()
 	resp, cause, err := evaluate(evalCtx, t, req)
 	outcome := outcomeOf(resp, err)
 	elapsed := time.Since(start)
@@ -225,33 +288,57 @@ func (h *Handler) serveMutate(w http.ResponseWriter, r *http.Request) {
 	h.writeReview(w, http.StatusOK, resp)
 }
 
-// readReview checks the transport-level properties of the request and
-// decodes the AdmissionReview.
-func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*admission.Request, *rejection) {
+// refuse answers a request that was not evaluated.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, start time.Time, rej *rejection) {
+	h.metrics.error(rej.cause)
+	h.metrics.observe("", "", OutcomeInvalid, time.Since(start).Seconds())
+	h.log.WarnContext(r.Context(), "admission request refused", "remote", r.RemoteAddr,
+		"status", rej.status, "cause", rej.cause, "error", rej.err)
+	if rej.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", RetryAfterSeconds)
+	}
+	h.writeReview(w, rej.status, admission.Errored("", int32(rej.status), rej.err))
+}
+
+// readRequest checks the transport-level properties of the request and
+// reads its body. charged is what the body was charged to the byte
+// budget, to be given back once the answer is written, also when the
+// request is refused.
+func (h *Handler) readRequest(w http.ResponseWriter, r *http.Request) (body []byte, charged int64, rej *rejection) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return nil, &rejection{http.StatusMethodNotAllowed, CauseMethod,
+		return nil, 0, &rejection{http.StatusMethodNotAllowed, CauseMethod,
 			fmt.Errorf("method %s is not allowed: send the AdmissionReview with POST", r.Method)}
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		return nil, &rejection{http.StatusUnsupportedMediaType, CauseContentType,
+		return nil, 0, &rejection{http.StatusUnsupportedMediaType, CauseContentType,
 			fmt.Errorf("content type %q is not supported: want application/json", ct)}
 	}
 	if r.ContentLength > h.opts.MaxRequestBytes {
-		return nil, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
+		return nil, 0, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
 			fmt.Errorf("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.opts.MaxRequestBytes)}
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, h.opts.MaxRequestBytes), r.ContentLength)
+	body, charged, err := readBody(http.MaxBytesReader(w, r.Body, h.opts.MaxRequestBytes), h.opts.MaxRequestBytes, &h.bodyBytes, h.opts.MaxBodyBytesInFlight)
 	if err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return nil, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return nil, charged, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
 				fmt.Errorf("request body exceeds the limit of %d bytes", h.opts.MaxRequestBytes)}
+		case errors.Is(err, errBudget):
+			return nil, charged, &rejection{http.StatusServiceUnavailable, CauseOverloaded,
+				fmt.Errorf("the webhook is busy: request bodies in flight would exceed %d bytes", h.opts.MaxBodyBytesInFlight)}
 		}
-		return nil, &rejection{http.StatusBadRequest, CauseBadRequest, fmt.Errorf("read request body: %w", err)}
+		return nil, charged, &rejection{http.StatusBadRequest, CauseBadRequest, fmt.Errorf("read request body: %w", err)}
 	}
 	if len(body) == 0 {
-		return nil, &rejection{http.StatusBadRequest, CauseBadRequest, errors.New("request body is empty: want an AdmissionReview")}
+		return nil, charged, &rejection{http.StatusBadRequest, CauseBadRequest, errors.New("request body is empty: want an AdmissionReview")}
 	}
+	return body, charged, nil
+}
+
+// decodeReview decodes the AdmissionReview in body.
+func (h *Handler) decodeReview(body []byte) (*admission.Request, *rejection) {
 	if err := admission.CheckDepth(body, h.opts.MaxDepth); err != nil {
 		return nil, &rejection{http.StatusBadRequest, CauseBadRequest, fmt.Errorf("decode admission review: %w", err)}
 	}
@@ -313,6 +400,8 @@ func causeOf(err error) string {
 		return CauseExited
 	case errors.As(err, &guestErr):
 		return CauseGuestError
+	case errors.Is(err, context.DeadlineExceeded):
+		return CauseTimeout
 	case errors.Is(err, context.Canceled):
 		return CauseCanceled
 	case errors.Is(err, admission.ErrBadResponse):
@@ -347,25 +436,38 @@ func (h *Handler) logAdmission(ctx context.Context, req *admission.Request, resp
 		return
 	}
 	attrs := []slog.Attr{
-		slog.String("uid", req.UID),
-		slog.String("kind", req.Kind.Kind),
-		slog.String("namespace", req.Namespace),
-		slog.String("name", req.Name),
-		slog.String("user", req.UserName),
-		slog.String("operation", req.Operation),
+		slog.String("uid", clipLog(req.UID)),
+		slog.String("kind", clipLog(req.Kind.Kind)),
+		slog.String("namespace", clipLog(req.Namespace)),
+		slog.String("name", clipLog(req.Name)),
+		slog.String("user", clipLog(req.UserName)),
+		slog.String("operation", clipLog(req.Operation)),
 		slog.String("decision", outcome),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 	}
 	if req.SubResource != "" {
-		attrs = append(attrs, slog.String("subresource", req.SubResource))
+		attrs = append(attrs, slog.String("subresource", clipLog(req.SubResource)))
 	}
 	if resp.Status != nil {
-		attrs = append(attrs, slog.Int("code", int(resp.Status.Code)), slog.String("message", resp.Status.Message))
+		attrs = append(attrs, slog.Int("code", int(resp.Status.Code)), slog.String("message", clipLog(resp.Status.Message)))
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	h.log.LogAttrs(ctx, level, "admission", attrs...)
+}
+
+// maxLogField is the most of one request field a log line carries: the
+// API server's names are at most 253 bytes, and a client that sends
+// megabytes in a field should not get them copied into every log line.
+const maxLogField = 512
+
+// clipLog shortens s to maxLogField bytes, saying so.
+func clipLog(s string) string {
+	if len(s) <= maxLogField {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxLogField], "") + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 // writeReview sends resp wrapped in an AdmissionReview.
@@ -383,14 +485,47 @@ func (h *Handler) writeReview(w http.ResponseWriter, status int, resp *admission
 	_, _ = w.Write(body)
 }
 
-// readBody reads r to the end into a buffer sized from the Content-Length
-// (already checked against the limit), so a large review is not copied
-// over and over as the buffer grows.
-func readBody(r io.Reader, contentLength int64) ([]byte, error) {
-	var buf bytes.Buffer
-	if contentLength > 0 {
-		buf.Grow(int(contentLength) + bytes.MinRead)
+// errBudget is readBody's answer when the body would take the bodies in
+// flight past their budget.
+var errBudget = errors.New("body budget exhausted")
+
+// minBodyChunk is the first buffer readBody reserves, and its smallest
+// growth step.
+const minBodyChunk = 16 << 10
+
+// readBody reads r to the end. The buffer grows with the bytes that
+// actually arrive (doubling, so a large body is copied O(1) times per
+// byte), and every growth is charged to inFlight first: a request that
+// only declares a large Content-Length holds one small chunk, and when the
+// bodies of all requests would exceed budget, the read stops with
+// errBudget. It returns what it charged, which the caller gives back.
+//
+// The buffer never grows past limit+1 bytes, enough for the reader (an
+// http.MaxBytesReader with that limit) to notice a body that is too long.
+func readBody(r io.Reader, limit int64, inFlight *atomic.Int64, budget int64) (body []byte, charged int64, err error) {
+	buf := []byte(nil)
+	for {
+		if len(buf) == cap(buf) {
+			grow := min(int64(max(cap(buf), minBodyChunk)), limit+1-int64(cap(buf)))
+			if grow <= 0 {
+				grow = 1
+			}
+			if inFlight.Add(grow) > budget {
+				inFlight.Add(-grow)
+				return nil, charged, errBudget
+			}
+			charged += grow
+			next := make([]byte, len(buf), int64(cap(buf))+grow)
+			copy(next, buf)
+			buf = next
+		}
+		n, rerr := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if rerr == io.EOF {
+			return buf, charged, nil
+		}
+		if rerr != nil {
+			return nil, charged, rerr
+		}
 	}
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
 }

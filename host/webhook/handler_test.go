@@ -376,10 +376,14 @@ func TestHandler_panicIsContained(t *testing.T) {
 	}), emptySettings)
 	url := newTestServer(t, h).URL + PathMutate
 
+	// The review was read: HTTP 200 with its uid, like any failed
+	// evaluation.
 	status, _, body := post(t, url, "application/json", reviewBody("boom"))
-	assert.Equal(t, 500, status)
+	assert.Equal(t, 200, status)
 	r := decodeReview(t, body)
+	assert.Equal(t, "boom", r.Response.UID)
 	assert.False(t, r.Response.Allowed)
+	assert.Equal(t, 500, r.Response.Status.Code)
 	assert.Contains(t, r.Response.Status.Message, "internal error: policy bug")
 	_, called := calls.Load("boom")
 	assert.True(t, called)

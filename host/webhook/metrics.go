@@ -1,8 +1,6 @@
 package webhook
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -28,6 +26,8 @@ const (
 	CauseTooLarge    = "body_too_large"         // over MaxRequestBytes
 	CauseBadRequest  = "bad_request"            // empty, not JSON, not an AdmissionReview
 	CauseNotReady    = "not_ready"              // the policy is not loaded yet
+	CauseOverloaded  = "overloaded"             // the bodies in flight would exceed their byte budget
+	CauseBusy        = "busy"                   // no slot became free before the deadline
 	CauseTimeout     = "timeout"                // the guest ran past the deadline
 	CauseNoInstance  = "no_instance"            // no instance became free before the deadline
 	CauseTrap        = "trap"                   // the guest trapped
@@ -39,16 +39,38 @@ const (
 )
 
 var allCauses = []string{
-	CauseMethod, CauseContentType, CauseTooLarge, CauseBadRequest, CauseNotReady,
+	CauseMethod, CauseContentType, CauseTooLarge, CauseBadRequest, CauseNotReady, CauseOverloaded, CauseBusy,
 	CauseTimeout, CauseNoInstance, CauseTrap, CauseExited, CauseGuestError,
 	CauseBadResponse, CauseCanceled, CauseInternal,
 }
 
-// maxKindLabels bounds the distinct values of the "kind" label. The API
-// server only sends the kinds the webhook is registered for, but anyone who
-// can reach the port could send made-up kinds: past this many, they are
-// counted as "other" rather than growing the metric without bound.
-const maxKindLabels = 32
+// Label values for a kind or an operation outside the fixed sets below, and
+// for a request that did not name one.
+const (
+	labelOther   = "other"
+	labelUnknown = "unknown"
+)
+
+// operationLabels are the operations admission.k8s.io/v1 defines; any other
+// string a client sends is counted as "other".
+var operationLabels = map[string]bool{"CREATE": true, "UPDATE": true, "DELETE": true, "CONNECT": true}
+
+// kindLabels are the kinds counted under their own name: the workload
+// kinds of Kubernetes and of the batch operators whose Pods YuniKorn
+// schedules, and the Binding a scheduler posts. The API server sends only
+// the kinds a webhook is registered for, but anyone who can reach the
+// port can send any string, so labels come from this fixed list and every
+// other kind is counted as "other": the number of series stays fixed
+// whatever clients send.
+var kindLabels = map[string]bool{
+	"Pod": true, "Binding": true, "PodTemplate": true, "ReplicationController": true,
+	"Deployment": true, "ReplicaSet": true, "StatefulSet": true, "DaemonSet": true,
+	"Job": true, "CronJob": true,
+	"SparkApplication": true, "ScheduledSparkApplication": true,
+	"RayCluster": true, "RayJob": true, "RayService": true,
+	"JobSet": true, "PyTorchJob": true, "TFJob": true, "MPIJob": true, "XGBoostJob": true,
+	"PaddleJob": true, "JAXJob": true, "TrainJob": true, "Notebook": true,
+}
 
 // Metrics are the webhook's Prometheus metrics. A nil *Metrics records
 // nothing, so tests and embedders may leave it out.
@@ -61,8 +83,6 @@ type Metrics struct {
 	certReloads  *prometheus.CounterVec
 	certExpiry   prometheus.Gauge
 	ready        prometheus.Gauge
-	kindsMu      sync.Mutex
-	kinds        map[string]struct{}
 	engineStats  func() engine.Stats
 	maxInstances float64
 }
@@ -109,7 +129,6 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 			Name: metricPrefix + "ready",
 			Help: "Whether /readyz answers 200 (1) or 503 (0): ready once the policy is loaded and its settings accepted, until shutdown begins.",
 		}),
-		kinds:        map[string]struct{}{},
 		engineStats:  stats,
 		maxInstances: float64(maxInstances),
 	}
@@ -160,21 +179,27 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 	return m, nil
 }
 
-// kindLabel bounds the cardinality of the kind label.
-func (m *Metrics) kindLabel(kind string) string {
-	if kind == "" {
-		return "unknown"
-	}
-	m.kindsMu.Lock()
-	defer m.kindsMu.Unlock()
-	if _, ok := m.kinds[kind]; ok {
+// kindLabel is the "kind" label of kind: itself when it is one of
+// kindLabels, "other" otherwise.
+func kindLabel(kind string) string {
+	switch {
+	case kind == "":
+		return labelUnknown
+	case kindLabels[kind]:
 		return kind
 	}
-	if len(m.kinds) >= maxKindLabels {
-		return "other"
+	return labelOther
+}
+
+// operationLabel is the "operation" label of op.
+func operationLabel(op string) string {
+	switch {
+	case op == "":
+		return labelUnknown
+	case operationLabels[op]:
+		return op
 	}
-	m.kinds[kind] = struct{}{}
-	return kind
+	return labelOther
 }
 
 func (m *Metrics) observe(kind, operation, outcome string, seconds float64) {
@@ -182,10 +207,7 @@ func (m *Metrics) observe(kind, operation, outcome string, seconds float64) {
 		return
 	}
 	if outcome != OutcomeInvalid {
-		if operation == "" {
-			operation = "unknown"
-		}
-		m.admissions.WithLabelValues(m.kindLabel(kind), operation, outcome).Inc()
+		m.admissions.WithLabelValues(kindLabel(kind), operationLabel(operation), outcome).Inc()
 	}
 	m.duration.WithLabelValues(outcome).Observe(seconds)
 }

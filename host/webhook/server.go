@@ -23,6 +23,20 @@ const (
 	DefaultWriteTimeout   = 35 * time.Second
 	DefaultIdleTimeout    = 90 * time.Second
 	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultMaxConcurrentStreams bounds the requests one HTTP/2
+	// connection carries at once. The API server's client opens another
+	// connection rather than wait when it needs more.
+	DefaultMaxConcurrentStreams = 64
+)
+
+// HTTP/2 limits that are not options: the smallest frame size the protocol
+// allows, the default header table size, and flow-control windows that
+// bound the unread request data buffered per stream and per connection.
+const (
+	http2MaxReadFrameSize        = 16 << 10
+	http2HeaderTableSize         = 4 << 10
+	http2ReceiveBufferPerStream  = 1 << 20
+	http2ReceiveBufferPerConnect = 2 << 20
 )
 
 // ServerOptions configure a Server.
@@ -66,7 +80,12 @@ type ServerOptions struct {
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
 	IdleTimeout       time.Duration
-	MaxHeaderBytes    int
+	// MaxHeaderBytes also bounds the decoded header list of an HTTP/2
+	// request.
+	MaxHeaderBytes int
+	// MaxConcurrentStreams bounds the requests in flight on one HTTP/2
+	// connection. Default: DefaultMaxConcurrentStreams (64).
+	MaxConcurrentStreams int
 }
 
 func (o *ServerOptions) setDefaults() {
@@ -88,6 +107,9 @@ func (o *ServerOptions) setDefaults() {
 	setDuration(&o.IdleTimeout, DefaultIdleTimeout)
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if o.MaxConcurrentStreams <= 0 {
+		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
 }
 
@@ -158,7 +180,15 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 		WriteTimeout:      s.opts.WriteTimeout,
 		IdleTimeout:       s.opts.IdleTimeout,
 		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          s.opts.MaxConcurrentStreams,
+			MaxReadFrameSize:              http2MaxReadFrameSize,
+			MaxDecoderHeaderTableSize:     http2HeaderTableSize,
+			MaxEncoderHeaderTableSize:     http2HeaderTableSize,
+			MaxReceiveBufferPerStream:     http2ReceiveBufferPerStream,
+			MaxReceiveBufferPerConnection: http2ReceiveBufferPerConnect,
+		},
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 }
 
