@@ -86,7 +86,7 @@ test: policy vet ## The test suite (.ci/run then adds make e2e and QUICK=1 make 
 test-race: policy ## The host tests under the race detector
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./host/... ./cmd/...
 
-FUZZ_TARGETS := FuzzValidate FuzzCheckSuppliedValue FuzzAppendJSONString FuzzAnnotationValue
+FUZZ_TARGETS := FuzzValidate FuzzCheckSuppliedValue FuzzAppendJSONString FuzzAnnotationValue FuzzStr FuzzTooDeep
 .PHONY: fuzz
 fuzz: ## A short, bounded fuzz run of each target (FUZZTIME, default 10s)
 	@for f in $(FUZZ_TARGETS); do \

@@ -67,7 +67,7 @@ func decide(req gjson.Result, s *Settings) decision {
 	if r.operation.Type != gjson.String {
 		return rejectInput(malformed("request.operation", "must be a string, got "+typeName(r.operation)))
 	}
-	op := r.operation.Str
+	op := str(r.operation)
 	d := decideKnown(r, s, kind, op)
 	d.kind, d.op = kind.kind, op
 	return d
@@ -140,7 +140,7 @@ func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decisio
 		if err != nil {
 			return decision{}, err
 		}
-		if ok && label.Str != "" {
+		if ok && str(label) != "" {
 			d := accept("create: absent, bypassAuth with legacy label")
 			d.warnings = []string{"label " + s.UserLabelKey + " is deprecated: YuniKorn reads the submitter from the annotation " +
 				AnnotationKey + "; remove the label and let the admission policy record the user"}
@@ -154,7 +154,7 @@ func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decisio
 		return accept("create: absent, ReplicaSet from a system user"), nil
 	}
 	d := accept("create: absent, inject")
-	d.mutated = cur.withAnnotation(appendJSONString(nil, want))
+	d.mutated = cur.withAnnotation(appendJSONString(make([]byte, 0, jsonStringLen(want)), want))
 	return d, nil
 }
 
@@ -229,12 +229,12 @@ func allowed(s *Settings, id identity) bool {
 	if matchAny(s.ExternalUsers, id.user) {
 		return true
 	}
-	for _, g := range id.groups {
-		if matchAny(s.ExternalGroups, g) {
-			return true
-		}
-	}
-	return false
+	found := false
+	id.eachGroup(func(g string) bool {
+		found = matchAny(s.ExternalGroups, g)
+		return !found
+	})
+	return found
 }
 
 // parseKind reads request.kind. The version is ignored: the JSON layout of
@@ -263,7 +263,7 @@ func parseKind(k gjson.Result) (kindRef, error) {
 		}
 		return kindRef{}, malformed("request.kind.kind", "must be a string, got "+typeName(kind))
 	}
-	return kindRef{group: group.Str, kind: kind.Str}, nil
+	return kindRef{group: str(group), kind: str(kind)}, nil
 }
 
 // objectField checks request.object or request.oldObject, which must be a

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -45,8 +46,23 @@ func FuzzAnnotationValue(f *testing.F) {
 		}
 		want, err := json.Marshal(ugi{User: user, Groups: groups})
 		require.NoError(t, err)
-		assert.Equal(t, string(want), identity{user: user, groups: groups}.annotationValue())
+		assert.Equal(t, string(want), identityOf(t, user, groups).annotationValue())
 	})
+}
+
+// identityOf is the identity of user with groups, as parseIdentity reads
+// it from a userInfo that encoding/json wrote.
+func identityOf(t *testing.T, user string, groups []string) identity {
+	t.Helper()
+	fields := map[string]any{"username": user}
+	if groups != nil {
+		fields["groups"] = groups
+	}
+	ui, err := json.Marshal(fields)
+	require.NoError(t, err)
+	id, err := parseIdentity(gjson.ParseBytes(ui))
+	require.NoError(t, err)
+	return id
 }
 
 // FuzzCheckSuppliedValue is the security property of the format check: a
@@ -112,4 +128,65 @@ func FuzzValidate(f *testing.F) {
 		assert.Contains(t, string(vr.MutatedObject), AnnotationKey)
 		fixtures.CheckSingleEdit(t, []byte(gjson.GetBytes(payload, "request.object").Raw), vr.MutatedObject)
 	})
+}
+
+// FuzzStr: every string the policy compares or writes is decoded exactly as
+// encoding/json decodes it, and so as the API server and YuniKorn read it,
+// whatever escapes and bytes it holds (gjson alone drops the character
+// after a lone surrogate escape, as in "\ud800\u0032").
+func FuzzStr(f *testing.F) {
+	for _, s := range []string{`"alice"`, `"\ud800\u0032"`, `"\ud83d\ude00"`, `"\udc00"`, `"a\ud800"`, `"\ud800\ud800\udc00"`,
+		`"\u00e9\n\t\/\\\""`, "\"\xff\xfe\"", `"\uD800\uDC00"`, `"\ud800\\u0032"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, lit string) {
+		var want string
+		if json.Unmarshal([]byte(lit), &want) != nil || !gjson.Valid(lit) {
+			return
+		}
+		v := gjson.Parse(lit)
+		if v.Type != gjson.String {
+			return
+		}
+		assert.Equal(t, want, str(v), "%q", lit)
+	})
+}
+
+// FuzzTooDeep: the flat depth scan never panics, and on valid JSON agrees
+// with the nesting encoding/json sees.
+func FuzzTooDeep(f *testing.F) {
+	for _, s := range []string{`{}`, `[[[]]]`, `{"a":[{"b":"[[["}]}`, `"\"[["`, `[`, `]]]`, `{"a\\":[1]}`} {
+		f.Add(s, 2)
+	}
+	f.Fuzz(func(t *testing.T, s string, limit int) {
+		limit = limit%8 + 1
+		if limit < 1 {
+			limit += 8
+		}
+		_, deep := tooDeep(s, limit)
+		if !json.Valid([]byte(s)) {
+			return
+		}
+		assert.Equal(t, depthOf(t, []byte(s)) > limit, deep, "%q limit %d", s, limit)
+	})
+}
+
+// depthOf is the nesting of valid JSON, measured with encoding/json's
+// tokenizer.
+func depthOf(t *testing.T, data []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	depth, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return deepest
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+			deepest = max(deepest, depth)
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
 }

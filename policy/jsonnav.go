@@ -34,7 +34,7 @@ func members(obj gjson.Result, field string, keys []string, out []gjson.Result) 
 	dup := -1
 	obj.ForEach(func(k, v gjson.Result) bool {
 		for i, key := range keys {
-			if k.Str != key {
+			if str(k) != key {
 				continue
 			}
 			if out[i].Exists() {
@@ -108,4 +108,79 @@ func describe(v gjson.Result) string {
 		raw = raw[:limit] + "..."
 	}
 	return typeName(v) + " " + raw
+}
+
+// Nesting limits. gjson validates recursively, and the guest's stack is
+// small (64 KiB): a request nested a thousand levels deep would make it
+// trap, which fails closed but tells nobody why, and under Kubewarden
+// nothing checks depth in front of the module. Real Kubernetes objects nest
+// a few dozen levels; a user.info value nests two.
+const (
+	maxPayloadDepth = 512
+	maxValueDepth   = 16
+)
+
+// tooDeep reports whether the JSON text s nests arrays and objects more
+// than limit levels deep, and if so where: the keys on the way, as a path
+// ("request.object.spec", "[]" for an array level), up to four levels. It
+// scans once, without recursion or allocation, and assumes nothing about
+// the validity of s, which is checked afterwards.
+func tooDeep(s string, limit int) (where string, deep bool) {
+	const named = 4
+	var keys [named + 1]string
+	var arrays [named + 1]bool
+	depth, expectKey := 0, false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"':
+			j := i + 1
+			for j < len(s) && s[j] != '"' {
+				if s[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if expectKey && depth >= 1 && depth <= named {
+				keys[depth] = s[i+1 : min(j, len(s))]
+			}
+			expectKey = false
+			i = j
+		case '{', '[':
+			depth++
+			if depth > limit {
+				return depthPath(keys[1:], arrays[1:], min(depth-1, named), depth-1 > named), true
+			}
+			if depth <= named {
+				keys[depth], arrays[depth] = "", c == '['
+			}
+			expectKey = c == '{'
+		case '}', ']':
+			if depth > 0 { // unbalanced input is the validator's to reject
+				depth--
+			}
+			expectKey = false
+		case ',':
+			expectKey = depth >= 1 && depth <= named && !arrays[depth]
+		}
+	}
+	return "", false
+}
+
+// depthPath joins the first n levels of a path tooDeep found.
+func depthPath(keys []string, arrays []bool, n int, more bool) string {
+	var b []byte
+	for d := range n {
+		if arrays[d] {
+			b = append(b, "[]"...)
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, '.')
+		}
+		b = append(b, keys[d]...)
+	}
+	if more {
+		b = append(b, "..."...)
+	}
+	return string(b)
 }

@@ -1,6 +1,12 @@
 package main
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
 
 const hexDigits = "0123456789abcdef"
 
@@ -65,6 +71,22 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// jsonStringLen is about the length of appendJSONString's output for s
+// (exact for ASCII without control characters): a buffer of that size is
+// allocated once instead of grown, for values as large as the request.
+func jsonStringLen(s string) int {
+	n := len(s) + 2
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b == '"' || b == '\\':
+			n++
+		case b < 0x20 || b == '<' || b == '>' || b == '&':
+			n += 5
+		}
+	}
+	return n
+}
+
 // htmlSafe reports whether an ASCII byte can be written unescaped.
 func htmlSafe(b byte) bool {
 	return b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
@@ -75,3 +97,104 @@ func htmlSafe(b byte) bool {
 func quote(s string) string {
 	return string(appendJSONString(nil, s))
 }
+
+// str returns the value of the JSON string v exactly as Go's encoding/json
+// decodes it, and so as the API server and YuniKorn read it: every byte of
+// invalid UTF-8 becomes U+FFFD, and so does a \u escape of a surrogate
+// that is not followed by its pair (the escape after it is then decoded on
+// its own). gjson differs on such input (it drops the character after a
+// lone surrogate escape), and a policy that compares identities must not
+// see a different string than the one that is stored. Plain strings, the
+// usual case, are returned without copying.
+func str(v gjson.Result) string {
+	raw := v.Raw
+	if v.Type != gjson.String || len(raw) < 2 || raw[0] != '"' {
+		return v.Str
+	}
+	body := raw[1 : len(raw)-1]
+	if strings.IndexByte(body, '\\') < 0 && utf8.ValidString(body) {
+		return body
+	}
+	return decodeJSONString(body)
+}
+
+// decodeJSONString decodes the text between the quotes of a valid JSON
+// string literal, as encoding/json does.
+func decodeJSONString(s string) string {
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\\' && i+1 < len(s):
+			switch e := s[i+1]; e {
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				r, ok := hex4(s, i+2)
+				if !ok {
+					return b2s(append(b, s[i:]...)) // not valid JSON; cannot happen after validation
+				}
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if r2, ok := hex4(s, i+2); ok && i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+						if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+							b = utf8.AppendRune(b, dec)
+							i += 6
+							continue
+						}
+					}
+					r = utf8.RuneError
+				}
+				b = utf8.AppendRune(b, r)
+				continue
+			default: // '"', '\\', '/'
+				b = append(b, e)
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = utf8.AppendRune(b, utf8.RuneError)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return b2s(b)
+}
+
+// hex4 reads the four hex digits at s[i:i+4].
+func hex4(s string, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(s[i : i+4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r*16 + rune(c)
+	}
+	return r, true
+}
+
+func b2s(b []byte) string { return string(b) }

@@ -125,7 +125,7 @@ func (pm *podMeta) stringMapEntry(mapName, key string) (value gjson.Result, ok b
 // raw JSON token (to restore it byte for byte).
 func (pm *podMeta) annotation() (value, raw string, ok bool, err error) {
 	v, ok, err := pm.stringMapEntry("annotations", AnnotationKey)
-	return v.Str, v.Raw, ok, err
+	return str(v), v.Raw, ok, err
 }
 
 // withAnnotation returns a copy of the object with the user.info annotation

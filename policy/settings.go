@@ -37,6 +37,10 @@ type Settings struct {
 	ExternalUsers    []*regexp.Regexp
 	ExternalGroups   []*regexp.Regexp
 	UserLabelKey     string
+	// Warnings are the patterns that are valid but probably not what the
+	// operator meant (unanchored, or matching the empty string).
+	// validate_settings reports them with valid=true.
+	Warnings []string
 }
 
 // settingsError lists every problem found in a settings object, so an
@@ -60,7 +64,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	}
 	seen := map[string]bool{}
 	raw.ForEach(func(k, v gjson.Result) bool {
-		key := k.Str
+		key := str(k)
 		if seen[key] {
 			errs.problems = append(errs.problems, "settings."+key+": duplicate key")
 			return true
@@ -73,24 +77,24 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.TrustControllers = parseBool(&errs, key, v, s.TrustControllers)
 		case keySystemUsers:
 			if list, ok := parseList(&errs, key, v); ok {
-				s.SystemUsers = compileAll(&errs, key, list)
+				s.SystemUsers = compileAll(&errs, &s.Warnings, key, list)
 			}
 		case keyExternalUsers:
 			if list, ok := parseList(&errs, key, v); ok {
-				s.ExternalUsers = compileAll(&errs, key, list)
+				s.ExternalUsers = compileAll(&errs, &s.Warnings, key, list)
 			}
 		case keyExternalGroups:
 			if list, ok := parseList(&errs, key, v); ok {
-				s.ExternalGroups = compileAll(&errs, key, list)
+				s.ExternalGroups = compileAll(&errs, &s.Warnings, key, list)
 			}
 		case keyUserLabelKey:
 			switch {
 			case v.Type != gjson.String:
 				errs.problems = append(errs.problems, "settings."+key+": must be a string, got "+describe(v))
-			case strings.TrimSpace(v.Str) == "":
+			case strings.TrimSpace(str(v)) == "":
 				errs.problems = append(errs.problems, "settings."+key+": must not be empty")
 			default:
-				s.UserLabelKey = v.Str
+				s.UserLabelKey = str(v)
 			}
 		default:
 			errs.problems = append(errs.problems, "settings: unknown key "+quote(key)+
@@ -121,28 +125,47 @@ func parseBool(errs *settingsError, key string, v gjson.Result, def bool) bool {
 }
 
 // parseList accepts an array of strings, or one comma-separated string as
-// YuniKorn's configmap has it: pieces trimmed, empty pieces skipped, so ""
-// is an empty list. A list that is set replaces the default.
+// YuniKorn's configmap has it (pieces are trimmed, as YuniKorn does; array
+// entries are kept as written). Both forms are checked alike: no entry may
+// be empty or blank, since an empty pattern matches every name (YuniKorn
+// skips empty pieces; here a stray comma is an error to fix, not something
+// to guess about), except that the string "" as a whole is the empty list.
+// A list that is set replaces the default.
 func parseList(errs *settingsError, key string, v gjson.Result) ([]string, bool) {
+	var out []string
+	ok := true
+	add := func(i int, p, form string) {
+		if strings.TrimSpace(p) == "" {
+			errs.problems = append(errs.problems, "settings."+key+"["+strconv.Itoa(i)+"]: empty pattern"+form+
+				": it would match every name; remove it (an empty list trusts no one)")
+			ok = false
+			return
+		}
+		out = append(out, p)
+	}
 	switch {
 	case v.Type == gjson.String:
-		var out []string
-		for _, piece := range strings.Split(v.Str, ",") {
-			if p := strings.TrimSpace(piece); p != "" {
-				out = append(out, p)
-			}
+		list := str(v)
+		if strings.TrimSpace(list) == "" {
+			return nil, true
 		}
-		return out, true
+		pieces, err := splitPatterns(list)
+		if err != "" {
+			errs.problems = append(errs.problems, "settings."+key+": "+err)
+			return nil, false
+		}
+		for i, piece := range pieces {
+			add(i, strings.TrimSpace(piece), " (between commas)")
+		}
+		return out, ok
 	case v.IsArray():
-		var out []string
-		ok := true
 		i := 0
 		v.ForEach(func(_, e gjson.Result) bool {
 			if e.Type != gjson.String {
 				errs.problems = append(errs.problems, "settings."+key+"["+strconv.Itoa(i)+"]: must be a string, got "+describe(e))
 				ok = false
 			} else {
-				out = append(out, e.Str)
+				add(i, str(e), "")
 			}
 			i++
 			return true
@@ -153,17 +176,84 @@ func parseList(errs *settingsError, key string, v gjson.Result) ([]string, bool)
 	return nil, false
 }
 
-func compileAll(errs *settingsError, key string, patterns []string) []*regexp.Regexp {
+// splitPatterns splits a comma-separated list of regular expressions at
+// the commas that separate patterns: not at an escaped comma, nor inside
+// a character class, a repetition like {1,8}, or parentheses, where the
+// comma belongs to the pattern. A list whose brackets do not balance is an
+// error rather than a guess.
+func splitPatterns(list string) ([]string, string) {
+	var pieces []string
+	start, paren, brace := 0, 0, 0
+	inClass := false
+	for i := 0; i < len(list); i++ {
+		switch c := list[i]; {
+		case c == '\\':
+			i++ // the escaped character is literal
+		case inClass:
+			if c == ']' {
+				inClass = false
+			}
+		case c == '[':
+			inClass = true
+			// A ] right after [ or [^ is a literal member of the class.
+			if i+1 < len(list) && list[i+1] == '^' {
+				i++
+			}
+			if i+1 < len(list) && list[i+1] == ']' {
+				i++
+			}
+		case c == '(':
+			paren++
+		case c == ')':
+			paren--
+		case c == '{':
+			brace++
+		case c == '}':
+			if brace > 0 {
+				brace--
+			}
+		case c == ',' && paren == 0 && brace == 0:
+			pieces = append(pieces, list[start:i])
+			start = i + 1
+		}
+	}
+	if inClass || paren != 0 || brace != 0 {
+		return nil, "cannot split " + quote(list) + " into patterns: a bracket, brace or parenthesis is not closed (write the list as an array of strings to be explicit)"
+	}
+	return append(pieces, list[start:]), ""
+}
+
+// compileAll compiles the patterns of one setting, and records a warning
+// for each that is probably a mistake: one that matches the empty string
+// (so, searched anywhere, every name) and one that is not anchored at both
+// ends (so it matches every name that contains a match).
+func compileAll(errs *settingsError, warnings *[]string, key string, patterns []string) []*regexp.Regexp {
 	out := make([]*regexp.Regexp, 0, len(patterns))
 	for i, p := range patterns {
+		field := "settings." + key + "[" + strconv.Itoa(i) + "]"
 		re, err := regexp.Compile(p)
 		if err != nil {
-			errs.problems = append(errs.problems, "settings."+key+"["+strconv.Itoa(i)+"]: invalid regular expression "+quote(p)+": "+err.Error())
+			errs.problems = append(errs.problems, field+": invalid regular expression "+quote(p)+": "+err.Error())
 			continue
+		}
+		switch {
+		case re.MatchString(""):
+			*warnings = append(*warnings, field+": pattern "+quote(p)+" matches the empty string, so it may match every name")
+		case !anchored(p):
+			*warnings = append(*warnings, field+": pattern "+quote(p)+" is not anchored with ^ and $, so it matches every name that contains a match")
 		}
 		out = append(out, re)
 	}
 	return out
+}
+
+// anchored reports whether a pattern starts with ^ or \A and ends with $ or
+// \z (an escaped \$ is a literal dollar, not an anchor).
+func anchored(p string) bool {
+	begins := strings.HasPrefix(p, "^") || strings.HasPrefix(p, `\A`)
+	ends := strings.HasSuffix(p, `\z`) ||
+		(strings.HasSuffix(p, "$") && (len(p)-len(strings.TrimRight(strings.TrimSuffix(p, "$"), `\`))-1)%2 == 0)
+	return begins && ends
 }
 
 func mustCompileAll(patterns []string) []*regexp.Regexp {

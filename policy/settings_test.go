@@ -60,10 +60,16 @@ func TestParseSettings_lists(t *testing.T) {
 		settings string
 		want     []string
 	}{
-		{name: "comma string trimmed, empties skipped", settings: `{"externalUsers":" a , ,b,"}`, want: []string{"a", "b"}},
+		{name: "comma string trimmed", settings: `{"externalUsers":" a , b"}`, want: []string{"a", "b"}},
 		{name: "empty string is an empty list", settings: `{"externalUsers":""}`, want: nil},
+		{name: "blank string is an empty list", settings: `{"externalUsers":"  "}`, want: nil},
 		{name: "array kept as given", settings: `{"externalUsers":[" a ","b,c"]}`, want: []string{" a ", "b,c"}},
 		{name: "empty array", settings: `{"externalUsers":[]}`, want: nil},
+		{name: "repetition survives the split", settings: `{"externalUsers":"^svc-[a-z]{1,8}$,^bob$"}`,
+			want: []string{"^svc-[a-z]{1,8}$", "^bob$"}},
+		{name: "class, group and escape survive the split", settings: `{"externalGroups":"^[,a]$, ^(x,y)$ ,^a\\,b$"}`,
+			want: []string{"^[,a]$", "^(x,y)$", `^a\,b$`}},
+		{name: "class with a leading bracket", settings: `{"externalUsers":"^[]a,]$,^b$"}`, want: []string{"^[]a,]$", "^b$"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,12 +77,63 @@ func TestParseSettings_lists(t *testing.T) {
 			s, err := parseSettings(gjson.Parse(tc.settings))
 			require.NoError(t, err)
 			var got []string
-			for _, re := range s.ExternalUsers {
+			for _, re := range append(s.ExternalUsers, s.ExternalGroups...) {
 				got = append(got, re.String())
 			}
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// Nothing matches everyone by accident: an empty entry, in either form, is
+// an error naming it, and a {m,n} repetition is never split.
+func TestParseSettings_emptyEntries(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ settings, want string }{
+		{`{"externalUsers":[""]}`, `settings.externalUsers[0]: empty pattern: it would match every name`},
+		{`{"systemUsers":["^a$","  "]}`, `settings.systemUsers[1]: empty pattern: it would match every name`},
+		{`{"externalGroups":[""]}`, `settings.externalGroups[0]: empty pattern`},
+		{`{"externalUsers":"^a$,"}`, `settings.externalUsers[1]: empty pattern (between commas): it would match every name`},
+		{`{"externalUsers":"^a$, ,^b$"}`, `settings.externalUsers[1]: empty pattern (between commas)`},
+		{`{"externalUsers":",^a$"}`, `settings.externalUsers[0]: empty pattern (between commas)`},
+		{`{"externalUsers":"^svc-[a-z]{1,8$"}`, `settings.externalUsers: cannot split "^svc-[a-z]{1,8$" into patterns: a bracket, brace or parenthesis is not closed`},
+	}
+	for _, tc := range tests {
+		_, err := parseSettings(gjson.Parse(tc.settings))
+		require.Error(t, err, tc.settings)
+		assert.Contains(t, err.Error(), tc.want, tc.settings)
+	}
+	// The pattern that the naive split turned into "^svc-[a-z]{1" and "8}$",
+	// the second of which matched "mallory8}".
+	s, err := parseSettings(gjson.Parse(`{"externalUsers":"^svc-[a-z]{1,8}$"}`))
+	require.NoError(t, err)
+	assert.False(t, matchAny(s.ExternalUsers, "mallory8}"))
+	assert.True(t, matchAny(s.ExternalUsers, "svc-build"))
+}
+
+func TestValidateSettings_warnings(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ settings, want string }{
+		{`{"externalUsers":["^admin"]}`, `settings.externalUsers[0]: pattern "^admin" is not anchored with ^ and $, so it matches every name that contains a match`},
+		{`{"externalGroups":"dev"}`, `settings.externalGroups[0]: pattern "dev" is not anchored`},
+		{`{"externalUsers":["a*"]}`, `settings.externalUsers[0]: pattern "a*" matches the empty string, so it may match every name`},
+		{`{"systemUsers":["^$"]}`, `settings.systemUsers[0]: pattern "^$" matches the empty string`},
+		{`{"externalUsers":["^a\\$"]}`, `settings.externalUsers[0]: pattern "^a\\$" is not anchored`},
+	}
+	for _, tc := range tests {
+		out, err := validateSettings([]byte(tc.settings))
+		require.NoError(t, err)
+		var got struct {
+			Valid   bool   `json:"valid"`
+			Message string `json:"message"`
+		}
+		require.NoError(t, json.Unmarshal(out, &got))
+		assert.True(t, got.Valid, tc.settings)
+		assert.Contains(t, got.Message, "warning: "+tc.want, tc.settings)
+	}
+	out, err := validateSettings([]byte(`{"externalUsers":["^alice$","\\Abob\\z"]}`))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"valid":true}`, string(out))
 }
 
 // A cached parse must never serve one settings object's result for another.

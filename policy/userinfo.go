@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -13,8 +14,25 @@ const AnnotationKey = "yunikorn.apache.org/user.info"
 
 // identity is the submitter as the API server authenticated it.
 type identity struct {
-	user   string
-	groups []string
+	user string
+	// groups is the text of the JSON array request.userInfo.groups, checked
+	// to hold only strings ("" when absent), and ngroups its length. The
+	// array is kept as text rather than as a []string on purpose: each
+	// string would be a pointer into the middle of the payload, and
+	// TinyGo's collector walks back from such a pointer to the start of
+	// the allocation, so a request with tens of thousands of groups made
+	// every collection quadratic (seconds per request).
+	groups  string
+	ngroups int
+}
+
+// eachGroup calls f with each group, decoded as encoding/json decodes it,
+// until f returns false.
+func (id identity) eachGroup(f func(string) bool) {
+	if id.ngroups == 0 {
+		return
+	}
+	gjson.Parse(id.groups).ForEach(func(_, g gjson.Result) bool { return f(str(g)) })
 }
 
 // parseIdentity reads request.userInfo. A missing or null userInfo, a
@@ -37,7 +55,7 @@ func parseIdentity(ui gjson.Result) (identity, error) {
 		if name.Type != gjson.String {
 			return id, malformed("request.userInfo.username", "must be a string, got "+typeName(name))
 		}
-		id.user = name.Str
+		id.user = str(name)
 	}
 	groups, err := member(ui, "request.userInfo", "groups")
 	if err != nil {
@@ -47,19 +65,18 @@ func parseIdentity(ui gjson.Result) (identity, error) {
 		if !groups.IsArray() {
 			return id, malformed("request.userInfo.groups", "must be an array of strings, got "+typeName(groups))
 		}
-		i := 0
 		groups.ForEach(func(_, g gjson.Result) bool {
 			if g.Type != gjson.String {
-				err = malformed("request.userInfo.groups["+strconv.Itoa(i)+"]", "must be a string, got "+typeName(g))
+				err = malformed("request.userInfo.groups["+strconv.Itoa(id.ngroups)+"]", "must be a string, got "+typeName(g))
 				return false
 			}
-			id.groups = append(id.groups, g.Str)
-			i++
+			id.ngroups++
 			return true
 		})
 		if err != nil {
 			return id, err
 		}
+		id.groups = groups.Raw
 	}
 	return id, nil
 }
@@ -69,37 +86,50 @@ func parseIdentity(ui gjson.Result) (identity, error) {
 // empty user or empty group list omitted, escaped as encoding/json does.
 // It is byte-for-byte what YuniKorn's own admission controller writes.
 func (id identity) annotationValue() string {
-	n := 12 + len(id.user)
-	for _, g := range id.groups {
-		n += len(g) + 3
-	}
-	b := make([]byte, 0, n+12)
+	b := make([]byte, 0, 24+len(id.user)+len(id.groups)+id.ngroups)
 	b = append(b, '{')
 	if id.user != "" {
 		b = append(b, `"user":`...)
 		b = appendJSONString(b, id.user)
 	}
-	if len(id.groups) > 0 {
+	if id.ngroups > 0 {
 		if id.user != "" {
 			b = append(b, ',')
 		}
 		b = append(b, `"groups":[`...)
-		for i, g := range id.groups {
-			if i > 0 {
+		first := true
+		id.eachGroup(func(g string) bool {
+			if !first {
 				b = append(b, ',')
 			}
+			first = false
 			b = appendJSONString(b, g)
-		}
+			return true
+		})
 		b = append(b, ']')
 	}
 	b = append(b, '}')
-	return string(b)
+	// b is not touched again: the string shares its bytes rather than
+	// copying a value that can be as large as the request.
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // notAllowedMessage is YuniKorn's denial text for a submitter who may not
 // supply the annotation, kept identical so existing alerts still match.
 func (id identity) notAllowedMessage() string {
-	return "user " + id.user + " with groups [" + strings.Join(id.groups, ",") + "] is not allowed to set user annotation"
+	var b strings.Builder
+	b.WriteString("user " + id.user + " with groups [")
+	first := true
+	id.eachGroup(func(g string) bool {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteString(g)
+		return true
+	})
+	b.WriteString("] is not allowed to set user annotation")
+	return b.String()
 }
 
 // checkSuppliedValue validates a user.info value that an allowed submitter
@@ -115,6 +145,9 @@ func checkSuppliedValue(value string) string {
 		// distinct values would name the same user in YuniKorn.
 		return "value is not valid UTF-8"
 	}
+	if _, deep := tooDeep(value, maxValueDepth); deep {
+		return "value nests deeper than " + strconv.Itoa(maxValueDepth) + " levels (a user.info value is an object with a list of groups)"
+	}
 	if !gjson.Valid(value) {
 		return "value is not valid JSON"
 	}
@@ -125,7 +158,7 @@ func checkSuppliedValue(value string) string {
 	var problem string
 	var user, groups gjson.Result
 	v.ForEach(func(k, val gjson.Result) bool {
-		key := k.Str
+		key := str(k)
 		switch key {
 		case "user":
 			if user.Exists() {
@@ -157,7 +190,7 @@ func checkSuppliedValue(value string) string {
 		return "key \"user\" is required"
 	case user.Type != gjson.String:
 		return "\"user\" must be a string, got " + typeName(user)
-	case user.Str == "":
+	case str(user) == "":
 		return "\"user\" must not be empty"
 	}
 	if groups.Exists() {

@@ -23,6 +23,9 @@ func validate(payload []byte) ([]byte, error) {
 var payloadFields = []string{"settings", "request"}
 
 func evaluate(payload []byte) decision {
+	if where, deep := tooDeep(unsafe.String(unsafe.SliceData(payload), len(payload)), maxPayloadDepth); deep {
+		return reject("malformed", codeMalformed, where+": JSON nests deeper than "+strconv.Itoa(maxPayloadDepth)+" levels")
+	}
 	if !gjson.ValidBytes(payload) {
 		return reject("malformed", codeMalformed, "payload: not valid JSON")
 	}
@@ -50,11 +53,26 @@ func evaluate(payload []byte) decision {
 // validateSettings is the waPC "validate_settings" operation: the raw
 // settings object in, {"valid":bool,"message":...} out.
 func validateSettings(payload []byte) ([]byte, error) {
+	if where, deep := tooDeep(string(payload), maxPayloadDepth); deep {
+		field := "settings"
+		if where != "" {
+			field += "." + where
+		}
+		return settingsResponse(field + ": JSON nests deeper than " + strconv.Itoa(maxPayloadDepth) + " levels"), nil
+	}
 	if !gjson.ValidBytes(payload) {
 		return settingsResponse("settings: not valid JSON"), nil
 	}
-	if _, err := parseSettings(gjson.ParseBytes(payload)); err != nil {
+	s, err := parseSettings(gjson.ParseBytes(payload))
+	if err != nil {
 		return settingsResponse(err.Error()), nil
+	}
+	if len(s.Warnings) > 0 {
+		// The protocol has no warnings here: valid settings with a message,
+		// which hosts log.
+		b := append([]byte(nil), `{"valid":true,"message":`...)
+		b = appendJSONString(b, "warning: "+strings.Join(s.Warnings, "; "))
+		return append(b, '}'), nil
 	}
 	return settingsResponse(""), nil
 }

@@ -153,7 +153,7 @@ func (a *app) openEval(ctx context.Context, args []string, f *evalFlags) (*evalS
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSettings(ctx, eng, in.settings); err != nil {
+	if err := checkSettings(ctx, logger, eng, in.settings); err != nil {
 		_ = eng.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -195,13 +195,17 @@ func (a *app) loadModule(ctx context.Context, name string, module []byte, opts e
 
 // checkSettings runs validate_settings and turns invalid settings into the
 // error kwctl gives.
-func checkSettings(ctx context.Context, eng *engine.Engine, raw json.RawMessage) error {
+func checkSettings(ctx context.Context, logger *slog.Logger, eng *engine.Engine, raw json.RawMessage) error {
 	sv, err := eng.ValidateSettings(ctx, raw)
 	if err != nil {
 		return fmt.Errorf("validate settings: %w", err)
 	}
 	if !sv.Valid {
 		return &settings.InvalidError{Message: sv.Message}
+	}
+	if sv.Message != "" {
+		// Valid, with something the operator should read.
+		logger.WarnContext(ctx, "the policy accepted the settings with a remark", "message", sv.Message)
 	}
 	return nil
 }

@@ -332,7 +332,7 @@ func (a *app) startPolicy(ctx context.Context, logger *slog.Logger, name string,
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSettings(ctx, e, initial); err != nil {
+	if err := checkSettings(ctx, logger, e, initial); err != nil {
 		_ = e.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}

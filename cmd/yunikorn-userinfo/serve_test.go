@@ -320,7 +320,7 @@ func TestServe_failingGuest(t *testing.T) {
 	tlsf := newTLSFiles(t)
 	client := tlsf.client(t, nil)
 	s := startServe(t, nil, true, hostileGuest, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
-		"--instances", "2", "--timeout", "300ms", "--memory-limit", "4")
+		"--instances", "2", "--timeout", "1s", "--memory-limit", "4")
 
 	body := func(uid string) []byte {
 		return wrapReview([]byte(`{"uid":"` + uid + `","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","userInfo":{"username":"u"},"object":{"kind":"Pod"}}`))

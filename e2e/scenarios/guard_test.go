@@ -410,6 +410,74 @@ func TestPodSubresources(t *testing.T) {
 		assert.Equal(t, 1, countAdmissions(logs, "Binding", "CREATE", "", ""), "only the binding with user.info reached the webhook: %+v", logs)
 	})
 
+	// The legacy bindings resource (POST /api/v1/namespaces/NS/bindings)
+	// merges a Binding's annotations into the Pod as pods/binding does, but
+	// admission sees it as another resource: without its own rule, a
+	// Binding there rewrote user.info unchecked.
+	t.Run("legacy binding", func(t *testing.T) {
+		ctx := t.Context()
+		_, err := client(admin).CoreV1().Pods(ns).Create(ctx, newPod("legacy-bound", nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+		bind := func(annotations map[string]string) error {
+			b := &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: "legacy-bound", Annotations: annotations},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: "node-e2e"},
+			}
+			return client(admin).CoreV1().RESTClient().Post().Namespace(ns).Resource("bindings").
+				Body(b).Do(ctx).Error()
+		}
+		err = bind(map[string]string{annotationKey: `{"user":"bob","groups":["dev"]}`})
+		requireRefused(t, err, bindingWebhook, msgChangeNotAllowed)
+		p, err := client(admin).CoreV1().Pods(ns).Get(ctx, "legacy-bound", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, want, p.Annotations[annotationKey], "the refused binding changed nothing")
+		assert.Empty(t, p.Spec.NodeName)
+
+		require.NoError(t, bind(map[string]string{"e2e.yunikorn.apache.org/bound": "legacy"}), "a legacy binding without user.info")
+		p, err = client(admin).CoreV1().Pods(ns).Get(ctx, "legacy-bound", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, "node-e2e", p.Spec.NodeName)
+		assert.Equal(t, "legacy", p.Annotations["e2e.yunikorn.apache.org/bound"], "the legacy binding's annotations are merged into the pod")
+		assert.Equal(t, want, p.Annotations[annotationKey])
+
+		var calls []cluster.AdmissionLog
+		for _, a := range admissionsFor(t, e2e.webhook, ns) {
+			if a.Name == "legacy-bound" && a.Kind == "Binding" {
+				calls = append(calls, a)
+			}
+		}
+		require.Len(t, calls, 1, "only the legacy binding with user.info reached the webhook")
+		assert.Equal(t, "denied", calls[0].Decision)
+	})
+
+	// pods/resize and pods/ephemeralcontainers reset metadata to the stored
+	// Pod's (ResetObjectMetaForStatus in the pod strategy): a user.info
+	// sent through them never reaches the Pod, whether or not the request
+	// itself succeeds.
+	t.Run("resize and ephemeral containers keep metadata", func(t *testing.T) {
+		ctx := t.Context()
+		_, err := client(admin).CoreV1().Pods(ns).Create(ctx, newPod("resized", nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+		p, err := client(admin).CoreV1().Pods(ns).Get(ctx, "resized", metav1.GetOptions{})
+		require.NoError(t, err)
+		p.Annotations[annotationKey] = `{"user":"mallory"}`
+		_, err = client(admin).CoreV1().Pods(ns).UpdateResize(ctx, "resized", p, metav1.UpdateOptions{})
+		t.Logf("resize carrying a forged user.info: %v", err)
+
+		p, err = client(admin).CoreV1().Pods(ns).Get(ctx, "resized", metav1.GetOptions{})
+		require.NoError(t, err)
+		p.Annotations[annotationKey] = `{"user":"mallory"}`
+		p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+			EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debug", Image: "busybox"},
+		})
+		_, err = client(admin).CoreV1().Pods(ns).UpdateEphemeralContainers(ctx, "resized", p, metav1.UpdateOptions{})
+		requireRefused(t, err, subresourcesWebhook, msgChangeNotAllowed)
+
+		p, err = client(admin).CoreV1().Pods(ns).Get(ctx, "resized", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, want, p.Annotations[annotationKey])
+	})
+
 	t.Run("status", func(t *testing.T) {
 		ctx := t.Context()
 		_, err := client(admin).CoreV1().Pods(ns).Create(ctx, newPod("status", nil), metav1.CreateOptions{})

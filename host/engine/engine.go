@@ -49,6 +49,8 @@ const (
 
 	// maxMemoryPages is the most a 32-bit Wasm memory can hold (4 GiB).
 	maxMemoryPages = 65536
+	// pageSize is the size of a Wasm memory page.
+	pageSize = 65536
 )
 
 // Options configure an Engine. The zero value is usable.
@@ -89,6 +91,16 @@ type Options struct {
 	// time. Default: false (instances are reused).
 	SingleUse bool
 
+	// RecycleMemoryPages retires an instance whose linear memory has grown
+	// past this many 64 KiB pages once an invocation ends: a fresh one is
+	// created when needed. A guest's heap only grows, and a collector that
+	// scans conservatively keeps some of the garbage of huge requests
+	// alive, so an instance that served them would otherwise run out of
+	// memory (and trap) on later ones, or spend seconds collecting.
+	// Default: a quarter of MemoryLimitPages (16 MiB of the default 64;
+	// ordinary requests keep an instance at a few MiB).
+	RecycleMemoryPages uint32
+
 	// Budget is how many function calls and loop iterations one invocation
 	// may run. The module is instrumented to count them itself (see
 	// internal/budget): that is how a guest is stopped at its deadline
@@ -114,6 +126,9 @@ func (o *Options) setDefaults() {
 		o.MemoryLimitPages = DefaultMemoryLimitPages
 	}
 	o.MemoryLimitPages = min(o.MemoryLimitPages, maxMemoryPages)
+	if o.RecycleMemoryPages == 0 {
+		o.RecycleMemoryPages = max(o.MemoryLimitPages/4, 1)
+	}
 	if o.Budget == 0 {
 		o.Budget = DefaultBudget
 	}
@@ -133,6 +148,9 @@ type Stats struct {
 	Replacements uint64
 	// Waits counts invocations that found no free instance and had to wait.
 	Waits uint64
+	// Recycled counts healthy instances retired because their memory grew
+	// past Options.RecycleMemoryPages.
+	Recycled uint64
 }
 
 // Engine runs one compiled waPC module on a bounded set of instances. It is
@@ -156,6 +174,7 @@ type Engine struct {
 	instances    atomic.Int64
 	idleCount    atomic.Int64
 	replacements atomic.Uint64
+	recycled     atomic.Uint64
 	waits        atomic.Uint64
 
 	closeOnce sync.Once
@@ -358,6 +377,11 @@ func (e *Engine) release(ctx context.Context, inst *instance) {
 		e.discard(ctx, inst)
 		return
 	}
+	if mem := inst.mod.Memory(); mem != nil && uint64(mem.Size()) > uint64(e.opts.RecycleMemoryPages)*pageSize {
+		e.discard(ctx, inst)
+		e.recycled.Add(1)
+		return
+	}
 	e.putIdle(inst)
 }
 
@@ -429,6 +453,7 @@ func (e *Engine) Stats() Stats {
 		Instances:    int(e.instances.Load()),
 		Idle:         int(e.idleCount.Load()),
 		Replacements: e.replacements.Load(),
+		Recycled:     e.recycled.Load(),
 		Waits:        e.waits.Load(),
 	}
 }

@@ -40,7 +40,7 @@ func TestParse_repositoryMetadata(t *testing.T) {
 		{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs", "cronjobs"}, Operations: []Operation{"CREATE", "UPDATE"}},
 		{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"replicationcontrollers"}, Operations: []Operation{"CREATE", "UPDATE"}},
 		{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/status", "pods/ephemeralcontainers"}, Operations: []Operation{"UPDATE"}},
-		{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/binding"}, Operations: []Operation{"CREATE"}},
+		{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods/binding", "bindings"}, Operations: []Operation{"CREATE"}},
 	}, md.Rules)
 	assert.Equal(t, "high", md.Annotations[AnnotationSeverity])
 	assert.Equal(t, "0.1.0", md.Annotations["io.kubewarden.policy.version"])

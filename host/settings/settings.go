@@ -261,7 +261,11 @@ func (s *Store) Reload(ctx context.Context) error {
 		return &InvalidError{Source: s.opts.Path, Message: message}
 	}
 	s.set(next)
-	log.InfoContext(ctx, "settings reloaded", "bytes", len(next))
+	if message != "" {
+		log.WarnContext(ctx, "settings reloaded; the policy accepted them with a remark", "bytes", len(next), "message", message)
+	} else {
+		log.InfoContext(ctx, "settings reloaded", "bytes", len(next))
+	}
 	s.opts.OnReload(ReloadApplied)
 	return nil
 }

@@ -229,7 +229,9 @@ func TestHandler_failingGuest(t *testing.T) {
 	e := hostileEngine(t, engine.Options{MaxInstances: 2, Timeout: 5 * time.Second, MemoryLimitPages: 64})
 	metrics, err := NewMetrics(reg, e.Stats, 2, "test")
 	require.NoError(t, err)
-	const timeout = 300 * time.Millisecond
+	// Long enough for the guest that grows its memory page by page to reach
+	// its limit while the whole suite runs in parallel under -race.
+	const timeout = time.Second
 	h := NewHandler(Options{Metrics: metrics, Timeout: timeout})
 	h.Start(e, emptySettings)
 	url := newTestServer(t, h).URL + PathMutate

@@ -166,6 +166,10 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 				Help: "Evaluations that found every instance busy and had to wait.",
 			}, func() float64 { return float64(stats().Waits) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: metricPrefix + "instance_recycles_total",
+				Help: "Healthy instances retired because their memory grew past a quarter of its limit (after huge requests).",
+			}, func() float64 { return float64(stats().Recycled) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: metricPrefix + "instance_replacements_total",
 				Help: "Instances thrown away because they trapped, timed out or exited.",
 			}, func() float64 { return float64(stats().Replacements) }),

@@ -220,6 +220,17 @@ func TestWebhookSelection(t *testing.T) {
 			kind: corev1.SchemeGroupVersion.WithKind("Binding"), namespace: "default", object: binding(both)},
 			wantWebhooks: []string{"pod-binding"}, wantPolicy: true},
 
+		// The legacy bindings resource merges the same way.
+		{name: "legacy binding, no annotations", request: request{operation: admission.Create, resource: corev1.SchemeGroupVersion.WithResource("bindings"),
+			kind: corev1.SchemeGroupVersion.WithKind("Binding"), namespace: "default", object: binding(nil)}},
+		{name: "legacy binding, other annotations", request: request{operation: admission.Create, resource: corev1.SchemeGroupVersion.WithResource("bindings"),
+			kind: corev1.SchemeGroupVersion.WithKind("Binding"), namespace: "default", object: binding(other)}},
+		{name: "legacy binding with user.info", request: request{operation: admission.Create, resource: corev1.SchemeGroupVersion.WithResource("bindings"),
+			kind: corev1.SchemeGroupVersion.WithKind("Binding"), namespace: "default", object: binding(both)},
+			wantWebhooks: []string{"pod-binding"}, wantPolicy: true},
+		{name: "legacy binding with user.info in kube-system", request: request{operation: admission.Create, resource: corev1.SchemeGroupVersion.WithResource("bindings"),
+			kind: corev1.SchemeGroupVersion.WithKind("Binding"), namespace: "kube-system", object: binding(both)}},
+
 		// Not in the rules.
 		{name: "eviction", request: request{operation: admission.Create, resource: pods, subresource: "eviction",
 			kind: policyv1.SchemeGroupVersion.WithKind("Eviction"), namespace: "default",
