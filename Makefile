@@ -114,6 +114,10 @@ golden: embed ## Rewrite the CLI golden file from a fresh build of the embedded 
 bench: policy build loadgen ## Benchmarks (native vs wasm, fresh vs pooled, ours vs YuniKorn), load test and cold start; tables and plots in docs/perf (QUICK=1: smoke run; see hack/bench.sh)
 	POLICY_WASM=$(CURDIR)/$(WASM) bash hack/bench.sh
 
+.PHONY: hostile
+hostile: build ## Attack a local serve class by class (declared bodies, HTTP/2 streams, metric labels, huge objects, deep values, many groups, settings) and check the bounds; prints the figures
+	cd bench && HOSTILE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -v -count=1 -timeout 10m -run '^TestHostile$$' ./hostile | grep -v '^=== \|^    --- PASS\|^--- PASS\|^PASS$$'
+
 .PHONY: soak
 soak: build loadgen ## Soak at a fixed rate (RATE=1000, DURATION=10m): RSS and goroutines over time, into build/bench
 	bash hack/soak.sh

@@ -198,6 +198,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	if err := f.check(); err != nil {
 		return err
 	}
+	applyMemoryLimit(logger)
 	name, module, err := a.readModule(args)
 	if err != nil {
 		return err
