@@ -431,9 +431,11 @@ func hugeObject(t *testing.T, s *server) {
 			slowest = max(slowest, a.Duration)
 		}
 		bound(t, class, fmt.Sprintf("%d at once: slowest answer", parallel), float64(slowest.Milliseconds()), 2000, "ms")
-		// Under the Go memory limit the container gets (80% of it), the
-		// collector works harder rather than let the heap grow further.
-		bound(t, class, fmt.Sprintf("%d at once: peak RSS", parallel), peak/(1<<20), containerLimit*8/10/(1<<20), "MiB")
+		// The Go memory limit (80% of the container's) makes the collector
+		// work harder rather than let the heap grow past it: the peak stays
+		// under the container limit with a margin for memory outside the
+		// Go heap (compiled code, thread stacks).
+		bound(t, class, fmt.Sprintf("%d at once: peak RSS", parallel), peak/(1<<20), containerLimit*9/10/(1<<20), "MiB")
 	}
 	validStillAnswered(t, s, class)
 }
