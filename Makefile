@@ -75,8 +75,17 @@ vet: ## go vet and gofmt
 	$(GO) vet ./...
 	@out=$$(gofmt -l .); [[ -z "$$out" ]] || { echo "gofmt needed: $$out"; exit 1; }
 
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: lint
+lint: ## staticcheck (2026.2.2) of the root and bench modules, and go mod tidy left nothing to do in either
+	$(GO) run $(STATICCHECK) ./...
+	cd bench && $(GO) run $(STATICCHECK) ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@cd bench && $(GO) mod tidy -diff || { echo "bench/go.mod is not tidy: run go mod tidy in bench/"; exit 1; }
+
 .PHONY: test
-test: policy vet ## The test suite (.ci/run then adds make e2e and QUICK=1 make bench): unit, fixture (native, wasm, CLI, webhook), second-host, manifest and fuzz-smoke tests
+test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 make bench): unit, fixture (native, wasm, CLI, webhook), second-host, manifest and fuzz-smoke tests
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory check-embedded

@@ -47,7 +47,7 @@ type request struct {
 	kind, operation, userInfo, object, oldObject gjson.Result
 }
 
-// decide applies SPEC §4 to one AdmissionRequest.
+// decide applies the rules of docs/BEHAVIOUR.md §4 to one AdmissionRequest.
 func decide(req gjson.Result, s *Settings) decision {
 	if !isObject(req) {
 		return reject("malformed", codeMalformed, "request: must be an object, got "+typeName(req))
@@ -113,7 +113,7 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	return d
 }
 
-// decideCreate: SPEC §4, CREATE.
+// decideCreate: docs/BEHAVIOUR.md §4.1 and §4.2, CREATE.
 func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decision, error) {
 	value, _, present, err := cur.annotation()
 	if err != nil {
@@ -158,7 +158,7 @@ func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decisio
 	return d, nil
 }
 
-// decideUpdate: SPEC §4, UPDATE. Nobody may change the recorded identity,
+// decideUpdate: docs/BEHAVIOUR.md §4.3, UPDATE. Nobody may change the recorded identity,
 // whatever the settings: the rules hold for allowed submitters and with
 // bypassAuth too.
 func decideUpdate(r request, path []string, cur *podMeta) (decision, error) {
@@ -221,7 +221,8 @@ func decideBinding(r request) decision {
 	return accept("binding: no annotation")
 }
 
-// allowed reports whether the submitter may supply the annotation (SPEC §3).
+// allowed reports whether the submitter may supply the annotation
+// (docs/BEHAVIOUR.md §3).
 func allowed(s *Settings, id identity) bool {
 	if s.TrustControllers && matchAny(s.SystemUsers, id.user) {
 		return true

@@ -27,12 +27,15 @@ func FuzzAppendJSONString(f *testing.F) {
 	})
 }
 
-// FuzzAnnotationValue: the value is byte-for-byte YuniKorn's, which marshals
-// its UserGroupInformation struct with encoding/json.
+// FuzzAnnotationValue: the value is byte-for-byte YuniKorn's, which decodes
+// the AdmissionReview's userInfo and marshals its UserGroupInformation
+// struct with encoding/json (so a group the API server wrote as "\ufffd"
+// is the character U+FFFD to both, written raw).
 func FuzzAnnotationValue(f *testing.F) {
 	f.Add("alice", "dev", "system:authenticated")
 	f.Add("", "", "")
 	f.Add("a&b", "<g>", "\u2028")
+	f.Add("0", "\xff", "")
 	f.Fuzz(func(t *testing.T, user, g1, g2 string) {
 		var groups []string
 		for _, g := range []string{g1, g2} {
@@ -40,19 +43,27 @@ func FuzzAnnotationValue(f *testing.F) {
 				groups = append(groups, g)
 			}
 		}
+		ui := userInfoJSON(t, user, groups)
+		var sent struct {
+			Username string   `json:"username"`
+			Groups   []string `json:"groups"`
+		}
+		require.NoError(t, json.Unmarshal(ui, &sent))
 		type ugi struct {
 			User   string   `json:"user,omitempty"`
 			Groups []string `json:"groups,omitempty"`
 		}
-		want, err := json.Marshal(ugi{User: user, Groups: groups})
+		want, err := json.Marshal(ugi{User: sent.Username, Groups: sent.Groups})
 		require.NoError(t, err)
-		assert.Equal(t, string(want), identityOf(t, user, groups).annotationValue())
+		id, err := parseIdentity(gjson.ParseBytes(ui))
+		require.NoError(t, err)
+		assert.Equal(t, string(want), id.annotationValue())
 	})
 }
 
-// identityOf is the identity of user with groups, as parseIdentity reads
-// it from a userInfo that encoding/json wrote.
-func identityOf(t *testing.T, user string, groups []string) identity {
+// userInfoJSON is request.userInfo for user and groups, as the API server
+// (encoding/json) writes it.
+func userInfoJSON(t *testing.T, user string, groups []string) []byte {
 	t.Helper()
 	fields := map[string]any{"username": user}
 	if groups != nil {
@@ -60,9 +71,7 @@ func identityOf(t *testing.T, user string, groups []string) identity {
 	}
 	ui, err := json.Marshal(fields)
 	require.NoError(t, err)
-	id, err := parseIdentity(gjson.ParseBytes(ui))
-	require.NoError(t, err)
-	return id
+	return ui
 }
 
 // FuzzCheckSuppliedValue is the security property of the format check: a

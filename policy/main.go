@@ -1,8 +1,8 @@
 // Command policy is the yunikorn.apache.org/user.info admission policy, a
 // Kubewarden waPC module built with TinyGo. It records who submitted a Pod
 // or workload as the annotation YuniKorn reads for queues, ACLs and quotas,
-// and refuses any attempt to forge or change it. See SPEC.md and
-// RATIONALE.md at the repository root.
+// and refuses any attempt to forge or change it. docs/BEHAVIOUR.md is the
+// contract it implements; RATIONALE.md says why it is built this way.
 package main
 
 import (

@@ -29,7 +29,7 @@ var defaultSystemUsers = []string{
 // DefaultUserLabelKey is the deprecated legacy label that named the user.
 const DefaultUserLabelKey = "yunikorn.apache.org/username"
 
-// Settings is the validated policy configuration (SPEC §3).
+// Settings is the validated policy configuration (docs/BEHAVIOUR.md §3).
 type Settings struct {
 	BypassAuth       bool
 	TrustControllers bool

@@ -244,7 +244,7 @@ type verdict struct {
 // expectedVerdict is each implementation's verdict on each case with
 // default settings. YuniKorn refuses create-present: alice is not a
 // trusted submitter (systemUsers, externalUsers, externalGroups) and it
-// does not accept her own value either (SPEC §4 CREATE 2 is ours).
+// does not accept her own value either (docs/BEHAVIOUR.md §4.1, rule 2, is ours).
 func expectedVerdict(implName, caseName string) verdict {
 	switch {
 	case caseName == "create-inject":

@@ -43,7 +43,7 @@ const (
 	bindingWebhook      = "pod-binding.user-info.yunikorn.apache.org"
 )
 
-// Messages of the policy (SPEC §4).
+// Messages of the policy (docs/BEHAVIOUR.md §4).
 const (
 	msgChangeNotAllowed = "user info annotation change is not allowed"
 	warnRestored        = "annotation " + annotationKey + " cannot be removed: its previous value was kept"
@@ -56,7 +56,7 @@ type identity struct {
 	Groups []string
 }
 
-// annotation is the value the policy records for id: SPEC §2's compact
+// annotation is the value the policy records for id: docs/BEHAVIOUR.md §2's compact
 // JSON, user then groups, groups in the server's order, empty parts left
 // out, escaped as encoding/json does (which is what YuniKorn writes).
 func (id identity) annotation() string {
@@ -72,7 +72,7 @@ func (id identity) annotation() string {
 }
 
 // notAllowed is the refusal of a submitter who may not supply the
-// annotation (SPEC §4, CREATE, rule 3).
+// annotation (docs/BEHAVIOUR.md §4.1, rule 3).
 func (id identity) notAllowed() string {
 	return "user " + id.User + " with groups [" + strings.Join(id.Groups, ",") + "] is not allowed to set user annotation"
 }

@@ -1,4 +1,4 @@
-// Package scenarios holds the end-to-end tests: issue 4's scenarios, each in
+// Package scenarios holds the end-to-end tests: the real-cluster scenarios, each in
 // a namespace of its own, against one real control plane that TestMain
 // builds (once, cached) and starts, with `yunikorn-userinfo serve`
 // registered through the shipped MutatingWebhookConfiguration.

@@ -56,16 +56,6 @@ func (o object) set(key string, value any) object {
 	return append(out, member{key, value})
 }
 
-// get returns the value of key, nil if absent.
-func (o object) get(key string) any {
-	for _, m := range o {
-		if m.key == key {
-			return m.value
-		}
-	}
-	return nil
-}
-
 // MarshalJSON implements json.Marshaler.
 func (o object) MarshalJSON() ([]byte, error) {
 	var buf bytes.Buffer

@@ -22,7 +22,7 @@ import (
 )
 
 // Submitter is the user every fixture is sent by, and userInfoValue what
-// the policy writes for them (SPEC §2).
+// the policy writes for them (docs/BEHAVIOUR.md §2).
 const (
 	submitter     = "alice"
 	userInfoKey   = "yunikorn.apache.org/user.info"

@@ -512,64 +512,6 @@ type patchOp struct {
 	value *node
 }
 
-// diffValues appends to ops the operations turning a into b at path.
-func diffValues(ops *[]patchOp, path string, a, b *node) {
-	if a.kind != b.kind {
-		*ops = append(*ops, patchOp{op: "replace", path: path, value: b})
-		return
-	}
-	switch a.kind {
-	case kindObject:
-		diffObjects(ops, path, a, b)
-	case kindArray:
-		diffArrays(ops, path, a, b)
-	default:
-		if a.b != b.b || a.s != b.s {
-			*ops = append(*ops, patchOp{op: "replace", path: path, value: b})
-		}
-	}
-}
-
-// diffObjects compares two objects key by key, in sorted key order.
-func diffObjects(ops *[]patchOp, path string, a, b *node) {
-	keys := make([]string, 0, len(a.keys)+len(b.keys))
-	keys = append(keys, a.keys...)
-	for _, k := range b.keys {
-		if _, ok := a.members[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		p := path + "/" + escapePointer(k)
-		av, inA := a.members[k]
-		bv, inB := b.members[k]
-		switch {
-		case !inB:
-			*ops = append(*ops, patchOp{op: "remove", path: p})
-		case !inA:
-			*ops = append(*ops, patchOp{op: "add", path: p, value: bv})
-		default:
-			diffValues(ops, p, av, bv)
-		}
-	}
-}
-
-// diffArrays compares two arrays index by index. Surplus elements are removed
-// from the last one down, so each remove path is valid when it is applied.
-func diffArrays(ops *[]patchOp, path string, a, b *node) {
-	common := min(len(a.items), len(b.items))
-	for i := range common {
-		diffValues(ops, path+"/"+strconv.Itoa(i), a.items[i], b.items[i])
-	}
-	for i := common; i < len(b.items); i++ {
-		*ops = append(*ops, patchOp{op: "add", path: path + "/" + strconv.Itoa(i), value: b.items[i]})
-	}
-	for i := len(a.items) - 1; i >= common; i-- {
-		*ops = append(*ops, patchOp{op: "remove", path: path + "/" + strconv.Itoa(i)})
-	}
-}
-
 // pointerEscaper escapes a reference token per RFC 6901 §3. strings.Replacer
 // works in one pass, so "~1" in a key becomes "~01", not "~~1".
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")

@@ -29,7 +29,7 @@ type Comparison struct {
 	Target float64
 }
 
-// The comparisons of issue 5.
+// The comparisons the performance targets are stated in (docs/PERFORMANCE.md).
 var (
 	// CompareEvaluate is the policy compiled natively vs the .wasm in our
 	// host (internal/perf).
@@ -157,7 +157,7 @@ var variantPairs = []struct {
 	{key: "impl", base: "ours", other: "yunikorn", baseLabel: "ours", otherLabel: "YuniKorn"},
 }
 
-// Families returns the comparisons to report for s: the three of issue 5
+// Families returns the comparisons to report for s: the three of the performance targets
 // (Comparisons) whether or not s has them, then every other family of
 // benchmarks named Func/fixture=<f>/<key>=<variant> with a known pair of
 // variants (BenchmarkAdmissionParallel/fixture=x/impl=ours|yunikorn), in

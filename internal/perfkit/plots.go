@@ -23,7 +23,7 @@ const (
 	PlotColdStart  = "coldstart.png"
 )
 
-// Targets of issue 5, drawn as reference lines.
+// The performance targets (docs/PERFORMANCE.md), drawn as reference lines.
 const (
 	targetP99         = 5 * time.Millisecond
 	targetP99Rate     = 2000

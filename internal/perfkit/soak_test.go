@@ -146,6 +146,10 @@ func TestSoak(t *testing.T) {
 			const duration = 30 * time.Millisecond
 			samples, err := Soak(t.Context(), SoakOptions{
 				PID: os.Getpid(), MetricsURL: tc.url, Interval: 10 * time.Millisecond, Duration: duration,
+				// The default timeout is the interval (10 ms), which a busy
+				// machine misses now and then: the scrape must not be what
+				// this test measures.
+				Client:   &http.Client{Timeout: 10 * time.Second},
 				OnSample: func(Sample) error { recorded++; return nil },
 			})
 			require.NoError(t, err)

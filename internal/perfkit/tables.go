@@ -10,7 +10,7 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
 )
 
-// Targets of issue 5 checked in the tables.
+// The performance targets checked in the tables (docs/PERFORMANCE.md).
 const (
 	targetSaturation = 5000 // admissions/s
 )

@@ -423,7 +423,7 @@ func TestSettings_configMapEqualsPolicy(t *testing.T) {
 	require.NoError(t, yaml.UnmarshalStrict(policy.Spec.Settings.Raw, &fromPolicy), "spec.settings")
 	assert.Equal(t, fromConfigMap, fromPolicy, "the ConfigMap and the ClusterAdmissionPolicy carry the same settings")
 
-	// The keys of SPEC.md §3 with their types; the values themselves are
+	// The keys of docs/BEHAVIOUR.md §3 with their types; the values themselves are
 	// validate_settings' business.
 	known := map[string]string{
 		"bypassAuth": "bool", "trustControllers": "bool", "systemUsers": "list",
