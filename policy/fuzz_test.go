@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
 // FuzzAppendJSONString: the annotation bytes must be exactly what Go's
@@ -124,7 +125,7 @@ func FuzzValidate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		out, err := validate(payload)
 		require.NoError(t, err)
-		var vr fixtures.ValidationResponse
+		var vr fixturecheck.ValidationResponse
 		require.NoError(t, json.Unmarshal(out, &vr), "response is not JSON: %s", out)
 		if !vr.Accepted {
 			assert.NotEmpty(t, vr.Message, "a rejection gives a reason")
@@ -135,7 +136,7 @@ func FuzzValidate(f *testing.F) {
 		}
 		require.True(t, json.Valid(vr.MutatedObject), "mutated object is not valid JSON: %s", vr.MutatedObject)
 		assert.Contains(t, string(vr.MutatedObject), AnnotationKey)
-		fixtures.CheckSingleEdit(t, []byte(gjson.GetBytes(payload, "request.object").Raw), vr.MutatedObject)
+		fixturecheck.CheckSingleEdit(t, []byte(gjson.GetBytes(payload, "request.object").Raw), vr.MutatedObject)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
 // TestValidate_fixtures runs the shared case table (testdata/cases.json)
@@ -19,7 +20,7 @@ func TestValidate_fixtures(t *testing.T) {
 			t.Parallel()
 			out, err := validate(c.Payload())
 			require.NoError(t, err)
-			fixtures.CheckValidationResponse(t, c, out)
+			fixturecheck.CheckValidationResponse(t, c, out)
 		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from the current output")
@@ -72,7 +73,7 @@ func TestRun_fixtures(t *testing.T) {
 			}
 			out := stdout.String()
 			require.True(t, strings.HasSuffix(out, "\n") && strings.Count(out, "\n") == 1, "one line: %q", out)
-			fixtures.CheckAdmissionResponse(t, c, []byte(strings.TrimSpace(out)))
+			fixturecheck.CheckAdmissionResponse(t, c, []byte(strings.TrimSpace(out)))
 		})
 		if ok && code == 0 {
 			got[c.Name] = strings.TrimSpace(stdout.String())

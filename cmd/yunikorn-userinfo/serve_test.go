@@ -27,6 +27,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
 // hostileGuest is the webhook package's failure-test guest: the first
@@ -232,7 +233,7 @@ func TestServe_fixtures(t *testing.T) {
 						Response json.RawMessage `json:"response"`
 					}
 					require.NoError(t, json.Unmarshal(body, &r))
-					fixtures.CheckAdmissionResponse(t, c, r.Response)
+					fixturecheck.CheckAdmissionResponse(t, c, r.Response)
 				})
 			}
 			s.stop()
@@ -340,7 +341,7 @@ func TestServe_failingGuest(t *testing.T) {
 			status, out := postReview(t, client, s.url, body(tc.uid))
 			require.Equal(t, http.StatusOK, status)
 			var r struct {
-				Response fixtures.AdmissionResponse `json:"response"`
+				Response fixturecheck.AdmissionResponse `json:"response"`
 			}
 			require.NoError(t, json.Unmarshal(out, &r), "%s", out)
 			assert.Equal(t, tc.uid, r.Response.UID)

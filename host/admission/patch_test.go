@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
 func TestCreatePatch(t *testing.T) {
@@ -192,7 +192,7 @@ func TestCreatePatch(t *testing.T) {
 			got, err := CreatePatch([]byte(tc.original), []byte(tc.mutated))
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, string(got))
-			if isContainer([]byte(tc.original)) && !hasEmptyKey(fixtures.DecodeJSON(t, []byte(tc.original))) {
+			if isContainer([]byte(tc.original)) && !hasEmptyKey(fixturecheck.DecodeJSON(t, []byte(tc.original))) {
 				assertPatchApplies(t, []byte(tc.original), []byte(tc.mutated), got)
 			}
 		})
@@ -305,7 +305,7 @@ func FuzzCreatePatch(f *testing.F) {
 
 		if isContainer(original) && isContainer(mutated) {
 			// See genKeys for why empty keys cannot be checked this way.
-			if !hasEmptyKey(fixtures.DecodeJSON(t, original)) && !hasEmptyKey(fixtures.DecodeJSON(t, mutated)) {
+			if !hasEmptyKey(fixturecheck.DecodeJSON(t, original)) && !hasEmptyKey(fixturecheck.DecodeJSON(t, mutated)) {
 				assertPatchApplies(t, original, mutated, patch)
 			}
 			return
@@ -319,13 +319,13 @@ func FuzzCreatePatch(f *testing.F) {
 		}
 		require.NoError(t, json.Unmarshal(patch, &ops))
 		if len(ops) == 0 {
-			assert.Equal(t, fixtures.DecodeJSON(t, original), fixtures.DecodeJSON(t, mutated))
+			assert.Equal(t, fixturecheck.DecodeJSON(t, original), fixturecheck.DecodeJSON(t, mutated))
 			return
 		}
 		require.Len(t, ops, 1)
 		assert.Equal(t, "replace", ops[0].Op)
 		assert.Empty(t, ops[0].Path)
-		assert.Equal(t, fixtures.DecodeJSON(t, mutated), fixtures.DecodeJSON(t, ops[0].Value))
+		assert.Equal(t, fixturecheck.DecodeJSON(t, mutated), fixturecheck.DecodeJSON(t, ops[0].Value))
 	})
 }
 
@@ -339,7 +339,7 @@ func assertPatchApplies(t *testing.T, original, mutated, patch []byte) {
 	// first byte, so leading whitespace would make it misread an array.
 	got, err := p.Apply(bytes.TrimSpace(original))
 	require.NoError(t, err, "apply patch %s\nto %s", patch, original)
-	assert.Equal(t, fixtures.DecodeJSON(t, mutated), fixtures.DecodeJSON(t, got), "patch %s\noriginal %s", patch, original)
+	assert.Equal(t, fixturecheck.DecodeJSON(t, mutated), fixturecheck.DecodeJSON(t, got), "patch %s\noriginal %s", patch, original)
 }
 
 // isContainer reports whether the valid JSON document data is an object or

@@ -22,6 +22,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
 // policyWasm reads the module under test: $POLICY_WASM (set by `make
@@ -79,7 +80,7 @@ func TestOurHost_fixtures(t *testing.T) {
 			t.Parallel()
 			out, err := e.Validate(t.Context(), c.Payload())
 			require.NoError(t, err)
-			fixtures.CheckValidationResponse(t, c, out)
+			fixturecheck.CheckValidationResponse(t, c, out)
 		})
 	}
 	t.Cleanup(func() {
@@ -157,7 +158,7 @@ func TestWapcGo_fixtures(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			out, err := inst.Invoke(ctx, "validate", c.Payload())
 			require.NoError(t, err)
-			fixtures.CheckValidationResponse(t, c, out)
+			fixturecheck.CheckValidationResponse(t, c, out)
 		})
 	}
 	mu.Lock()

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
-	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
 // hostileWasm is testdata/hostile.wat (see its header for what each uid
@@ -32,9 +32,9 @@ var hostileWasm []byte
 // review is the decoded answer of the webhook, strictly typed so that a
 // malformed answer fails the test.
 type review struct {
-	APIVersion string                     `json:"apiVersion"`
-	Kind       string                     `json:"kind"`
-	Response   fixtures.AdmissionResponse `json:"response"`
+	APIVersion string                         `json:"apiVersion"`
+	Kind       string                         `json:"kind"`
+	Response   fixturecheck.AdmissionResponse `json:"response"`
 }
 
 func decodeReview(t *testing.T, body []byte) review {
