@@ -16,6 +16,7 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/admission"
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
+	"github.com/yunikorn-userinfo/userinfo/host/webhook"
 )
 
 // embeddedName names the embedded module in logs and messages.
@@ -175,15 +176,11 @@ func (a *app) newEngine(ctx context.Context, logger *slog.Logger, in *evalInputs
 // of --cache-dir (or the injected one) so every command honours it.
 func (a *app) loadModule(ctx context.Context, name string, module []byte, opts engine.Options) (*engine.Engine, error) {
 	start := time.Now()
-	opts.CompilationCache = a.cache
-	if a.global.cacheDir != "" {
-		var err error
-		if opts.CompilationCache, err = wazero.NewCompilationCacheWithDir(a.global.cacheDir); err != nil {
-			return nil, fmt.Errorf("open compilation cache %s: %w", a.global.cacheDir, err)
-		}
-		// Not closed: wazero requires every runtime using a cache to be
-		// closed first, and the process ends with the command anyway.
+	cache, err := a.compilationCache()
+	if err != nil {
+		return nil, err
 	}
+	opts.CompilationCache = cache
 	eng, err := engine.New(ctx, module, opts)
 	if err != nil {
 		return nil, fmt.Errorf("load policy %s: %w", name, err)
@@ -193,19 +190,23 @@ func (a *app) loadModule(ctx context.Context, name string, module []byte, opts e
 	return eng, nil
 }
 
+// compilationCache is the wazero compilation cache to compile with: the
+// one the tests inject, or one on disk with --cache-dir, or none.
+func (a *app) compilationCache() (wazero.CompilationCache, error) {
+	if a.global.cacheDir == "" {
+		return a.cache, nil
+	}
+	cache, err := wazero.NewCompilationCacheWithDir(a.global.cacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("open compilation cache %s: %w", a.global.cacheDir, err)
+	}
+	// Not closed: wazero requires every runtime using a cache to be
+	// closed first, and the process ends with the command anyway.
+	return cache, nil
+}
+
 // checkSettings runs validate_settings and turns invalid settings into the
 // error kwctl gives.
 func checkSettings(ctx context.Context, logger *slog.Logger, eng *engine.Engine, raw json.RawMessage) error {
-	sv, err := eng.ValidateSettings(ctx, raw)
-	if err != nil {
-		return fmt.Errorf("validate settings: %w", err)
-	}
-	if !sv.Valid {
-		return &settings.InvalidError{Message: sv.Message}
-	}
-	if sv.Message != "" {
-		// Valid, with something the operator should read.
-		logger.WarnContext(ctx, "the policy accepted the settings with a remark", "message", sv.Message)
-	}
-	return nil
+	return webhook.CheckSettings(ctx, logger, eng, raw)
 }

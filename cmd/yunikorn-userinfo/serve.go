@@ -2,22 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -214,130 +207,43 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		logger.InfoContext(ctx, "serving with a self-signed certificate; trust its CA with curl --cacert",
 			"ca_file", filepath.Join(f.selfSignedDir, "ca.crt"))
 	}
-
-	// Everything the server needs before it can listen; the module compiles
-	// while it already answers probes (not ready).
-	reg := prometheus.NewRegistry()
-	var eng atomic.Pointer[engine.Engine]
-	stats := func() engine.Stats {
-		if e := eng.Load(); e != nil {
-			return e.Stats()
-		}
-		return engine.Stats{}
-	}
-	metrics, err := webhook.NewMetrics(reg, stats, f.instances, buildVersion())
+	cache, err := a.compilationCache()
 	if err != nil {
-		return fmt.Errorf("register metrics: %w", err)
+		return err
 	}
-	var certs *certwatch.Watcher
-	recordExpiry := func() { metrics.SetCertificateExpiry(float64(certs.Certificate().NotAfter.Unix())) }
-	certs, err = certwatch.New(certwatch.Options{
-		CertFile:     f.certFile,
-		KeyFile:      f.keyFile,
-		ClientCAFile: f.clientCAFile,
-		Interval:     f.certReload,
-		Logger:       logger.With("component", "tls"),
-		OnReload: func(what string, err error) {
-			metrics.TLSReloaded(what, err)
-			if what == certwatch.ReloadCertificate && err == nil {
-				recordExpiry()
-			}
+	logger.InfoContext(ctx, "starting", "module", name, "settings", settingsSource(f))
+	return webhook.Run(ctx, webhook.RunOptions{
+		Module:     module,
+		ModuleName: name,
+		Engine: engine.Options{
+			MaxInstances:     f.instances,
+			Timeout:          f.timeout,
+			MemoryLimitPages: f.memoryLimitMiB * pagesPerMiB,
+			CompilationCache: cache,
 		},
-	})
-	if err != nil {
-		return fmt.Errorf("load TLS files: %w", err)
-	}
-	recordExpiry()
-
-	handler := webhook.NewHandler(webhook.Options{
-		Logger:          logger,
-		Metrics:         metrics,
-		MaxRequestBytes: f.maxRequestBytes,
-		MaxDepth:        f.maxDepth,
-		// Requests beyond the instances would only wait for one, holding
-		// their decoded review meanwhile.
-		MaxConcurrent:        f.instances,
-		MaxBodyBytesInFlight: f.maxBodyInFlight,
-		Timeout:              f.timeout,
-	})
-	tlsConfig := certs.TLSConfig()
-	// Offered explicitly so that HTTP/2 is available with a client CA too:
-	// http.Server only adds "h2" to its own copy of the configuration, not
-	// to the per-handshake ones that verify client certificates.
-	tlsConfig.NextProtos = []string{"h2", "http/1.1"}
-	srv, err := webhook.NewServer(webhook.ServerOptions{
-		Addr:            f.listen,
-		TLSConfig:       tlsConfig,
-		Handler:         handler,
-		MetricsAddr:     f.metricsListen,
-		MetricsHandler:  metricsMux(reg, f.pprof),
-		Logger:          logger,
-		OnShutdown:      func() { handler.SetReady(false) },
-		ShutdownDelay:   f.shutdownDelay,
-		ShutdownTimeout: f.shutdownTimeout,
-	})
-	if err != nil {
-		return err
-	}
-	if a.onListen != nil {
-		a.onListen(srv.Addr(), srv.MetricsAddr())
-	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx) }()
-
-	e, err := a.startPolicy(ctx, logger, name, module, initial, f)
-	if err != nil {
-		cancel()
-		<-served
-		return err
-	}
-	eng.Store(e)
-	defer e.Close(context.WithoutCancel(ctx))
-
-	store, err := settings.NewStore(initial, settings.Options{
-		Path:     f.settingsPath,
-		Interval: f.settingsReload,
-		Validate: func(ctx context.Context, raw json.RawMessage) (bool, string, error) {
-			sv, err := e.ValidateSettings(ctx, raw)
-			return sv.Valid, sv.Message, err
+		Settings:         initial,
+		SettingsPath:     f.settingsPath,
+		SettingsInterval: f.settingsReload,
+		CertFile:         f.certFile,
+		KeyFile:          f.keyFile,
+		ClientCAFile:     f.clientCAFile,
+		CertInterval:     f.certReload,
+		Handler: webhook.Options{
+			MaxRequestBytes:      f.maxRequestBytes,
+			MaxDepth:             f.maxDepth,
+			MaxBodyBytesInFlight: f.maxBodyInFlight,
 		},
-		Logger:   logger.With("component", "settings"),
-		OnReload: metrics.SettingsReloaded,
+		Server: webhook.ServerOptions{
+			Addr:            f.listen,
+			MetricsAddr:     f.metricsListen,
+			ShutdownDelay:   f.shutdownDelay,
+			ShutdownTimeout: f.shutdownTimeout,
+		},
+		Pprof:    f.pprof,
+		Version:  buildVersion(),
+		Logger:   logger,
+		OnListen: a.onListen,
 	})
-	if err != nil {
-		cancel()
-		<-served
-		return err
-	}
-	go store.Run(ctx)
-	go certs.Run(ctx)
-	handler.Start(e, store.Current)
-	logger.InfoContext(ctx, "webhook ready", "module", name, "instances", f.instances,
-		"timeout", f.timeout.String(), "settings", settingsSource(f))
-	return <-served
-}
-
-// startPolicy compiles the module and checks its settings: what /readyz
-// waits for.
-func (a *app) startPolicy(ctx context.Context, logger *slog.Logger, name string, module []byte,
-	initial json.RawMessage, f *serveFlags) (*engine.Engine, error) {
-	e, err := a.loadModule(ctx, name, module, engine.Options{
-		Logger:           logger.With("component", "policy"),
-		MaxInstances:     f.instances,
-		Timeout:          f.timeout,
-		MemoryLimitPages: f.memoryLimitMiB * pagesPerMiB,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := checkSettings(ctx, logger, e, initial); err != nil {
-		_ = e.Close(context.WithoutCancel(ctx))
-		return nil, err
-	}
-	return e, nil
 }
 
 func settingsSource(f *serveFlags) string {
@@ -349,20 +255,6 @@ func settingsSource(f *serveFlags) string {
 	default:
 		return "{}"
 	}
-}
-
-// metricsMux serves /metrics, and /debug/pprof/ when asked.
-func metricsMux(reg *prometheus.Registry, withPprof bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
-	return mux
 }
 
 // writeSelfSigned creates a CA and a serving certificate for the loopback

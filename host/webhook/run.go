@@ -1,0 +1,259 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/settings"
+)
+
+// RunOptions configure Run: a policy module served as an admission webhook,
+// with its settings and TLS files reloaded as they change and its metrics.
+// The zero value of every field but Module, CertFile and KeyFile is usable.
+type RunOptions struct {
+	// Module is the Kubewarden waPC module to serve. Required.
+	Module []byte
+	// ModuleName names the module in logs and errors. Default: "policy".
+	ModuleName string
+	// Engine configures the policy instances: how many, their deadline,
+	// memory and compilation cache. Its Logger defaults to Logger with
+	// component=policy.
+	Engine engine.Options
+
+	// Settings are the policy settings to start with, a JSON object.
+	// Default: {}.
+	Settings json.RawMessage
+	// SettingsPath, if set, is the file Settings came from: it is read
+	// again every SettingsInterval, and changed settings are applied once
+	// the policy's validate_settings accepts them. Default: none.
+	SettingsPath string
+	// SettingsInterval is how often SettingsPath is read. Default:
+	// settings.DefaultInterval.
+	SettingsInterval time.Duration
+
+	// CertFile and KeyFile are the PEM serving certificate and key.
+	// Required. ClientCAFile, if set, makes clients present a certificate
+	// it signed. All three are read again every CertInterval. Default:
+	// certwatch.DefaultInterval.
+	CertFile, KeyFile, ClientCAFile string
+	CertInterval                    time.Duration
+
+	// Handler configures /mutate. Run sets its Logger and Metrics;
+	// MaxConcurrent defaults to Engine.MaxInstances (more requests at
+	// once would only wait for an instance, holding their decoded review)
+	// and Timeout to Engine.Timeout.
+	Handler Options
+	// Server configures the listeners, HTTP limits and shutdown. Run sets
+	// its TLS configuration, handlers, Logger and OnShutdown.
+	Server ServerOptions
+	// Pprof serves /debug/pprof/ next to /metrics. Default: false.
+	Pprof bool
+	// Version is reported by yunikorn_userinfo_build_info. Default: "".
+	Version string
+
+	// Logger receives the server's lifecycle and one line per admission.
+	// Default: discard.
+	Logger *slog.Logger
+	// OnListen, if set, is called with the webhook and metrics addresses
+	// once they are listening, before the module is compiled.
+	OnListen func(addr, metricsAddr net.Addr)
+}
+
+func (o *RunOptions) setDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ModuleName == "" {
+		o.ModuleName = "policy"
+	}
+	if o.Engine.Logger == nil {
+		o.Engine.Logger = o.Logger.With("component", "policy")
+	}
+	if o.Engine.MaxInstances <= 0 {
+		o.Engine.MaxInstances = runtime.GOMAXPROCS(0)
+	}
+	if o.Engine.Timeout <= 0 {
+		o.Engine.Timeout = engine.DefaultTimeout
+	}
+	if o.Settings == nil {
+		o.Settings = settings.Empty
+	}
+	if o.Handler.MaxConcurrent <= 0 {
+		o.Handler.MaxConcurrent = o.Engine.MaxInstances
+	}
+	if o.Handler.Timeout <= 0 {
+		o.Handler.Timeout = o.Engine.Timeout
+	}
+	o.Handler.Logger = o.Logger
+}
+
+// Run serves opts.Module until ctx is done, then shuts down gracefully
+// (see Server.Serve). It listens first and answers probes (not ready)
+// while the module compiles and validate_settings checks the settings;
+// /readyz turns 200 once both succeeded. Settings and TLS files are
+// reloaded as they change, keeping the ones in force when new ones are
+// refused.
+//
+// It returns an error if the TLS files, the module or the settings cannot
+// be loaded (each naming the step), if a listener fails, or if in-flight
+// requests had to be cut off at shutdown; nil after a clean shutdown.
+func Run(ctx context.Context, opts RunOptions) error {
+	opts.setDefaults()
+	log := opts.Logger
+	if len(opts.Module) == 0 {
+		return errors.New("run webhook: a module is required")
+	}
+
+	// Everything the server needs before it can listen.
+	reg := prometheus.NewRegistry()
+	var eng atomic.Pointer[engine.Engine]
+	stats := func() engine.Stats {
+		if e := eng.Load(); e != nil {
+			return e.Stats()
+		}
+		return engine.Stats{}
+	}
+	metrics, err := NewMetrics(reg, stats, opts.Engine.MaxInstances, opts.Version)
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	var certs *certwatch.Watcher
+	recordExpiry := func() { metrics.SetCertificateExpiry(float64(certs.Certificate().NotAfter.Unix())) }
+	certs, err = certwatch.New(certwatch.Options{
+		CertFile:     opts.CertFile,
+		KeyFile:      opts.KeyFile,
+		ClientCAFile: opts.ClientCAFile,
+		Interval:     opts.CertInterval,
+		Logger:       log.With("component", "tls"),
+		OnReload: func(what string, err error) {
+			metrics.TLSReloaded(what, err)
+			if what == certwatch.ReloadCertificate && err == nil {
+				recordExpiry()
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("load TLS files: %w", err)
+	}
+	recordExpiry()
+
+	opts.Handler.Metrics = metrics
+	handler := NewHandler(opts.Handler)
+	tlsConfig := certs.TLSConfig()
+	// Offered explicitly so that HTTP/2 is available with a client CA too:
+	// http.Server only adds "h2" to its own copy of the configuration, not
+	// to the per-handshake ones that verify client certificates.
+	tlsConfig.NextProtos = []string{"h2", "http/1.1"}
+	so := opts.Server
+	so.TLSConfig = tlsConfig
+	so.Handler = handler
+	so.MetricsHandler = metricsMux(reg, opts.Pprof)
+	so.Logger = log
+	so.OnShutdown = func() { handler.SetReady(false) }
+	srv, err := NewServer(so)
+	if err != nil {
+		return err
+	}
+	if opts.OnListen != nil {
+		opts.OnListen(srv.Addr(), srv.MetricsAddr())
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	stop := func(err error) error {
+		cancel()
+		<-served
+		return err
+	}
+
+	e, err := startPolicy(ctx, log, &opts)
+	if err != nil {
+		return stop(err)
+	}
+	eng.Store(e)
+	defer e.Close(context.WithoutCancel(ctx))
+
+	store, err := settings.NewStore(opts.Settings, settings.Options{
+		Path:     opts.SettingsPath,
+		Interval: opts.SettingsInterval,
+		Validate: func(ctx context.Context, raw json.RawMessage) (bool, string, error) {
+			sv, err := e.ValidateSettings(ctx, raw)
+			return sv.Valid, sv.Message, err
+		},
+		Logger:   log.With("component", "settings"),
+		OnReload: metrics.SettingsReloaded,
+	})
+	if err != nil {
+		return stop(err)
+	}
+	go store.Run(ctx)
+	go certs.Run(ctx)
+	handler.Start(e, store.Current)
+	log.InfoContext(ctx, "webhook ready", "module", opts.ModuleName, "instances", e.Stats().Instances,
+		"max_instances", opts.Engine.MaxInstances, "timeout", opts.Handler.Timeout.String())
+	return <-served
+}
+
+// startPolicy compiles the module and checks its settings: what /readyz
+// waits for.
+func startPolicy(ctx context.Context, log *slog.Logger, opts *RunOptions) (*engine.Engine, error) {
+	start := time.Now()
+	e, err := engine.New(ctx, opts.Module, opts.Engine)
+	if err != nil {
+		return nil, fmt.Errorf("load policy %s: %w", opts.ModuleName, err)
+	}
+	log.DebugContext(ctx, "policy loaded", "module", opts.ModuleName, "bytes", len(opts.Module),
+		"duration_ms", time.Since(start).Milliseconds(), "metered", e.Metered())
+	if err := CheckSettings(ctx, log, e, opts.Settings); err != nil {
+		_ = e.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return e, nil
+}
+
+// CheckSettings runs the policy's validate_settings on raw: settings it
+// refuses are a *settings.InvalidError with the policy's message, the
+// error kwctl gives; a message on valid settings (a warning) is logged.
+func CheckSettings(ctx context.Context, log *slog.Logger, e *engine.Engine, raw json.RawMessage) error {
+	sv, err := e.ValidateSettings(ctx, raw)
+	if err != nil {
+		return fmt.Errorf("validate settings: %w", err)
+	}
+	if !sv.Valid {
+		return &settings.InvalidError{Message: sv.Message}
+	}
+	if sv.Message != "" {
+		log.WarnContext(ctx, "the policy accepted the settings with a remark", "message", sv.Message)
+	}
+	return nil
+}
+
+// metricsMux serves /metrics, and /debug/pprof/ when asked.
+func metricsMux(reg *prometheus.Registry, withPprof bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}

@@ -1,0 +1,123 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+)
+
+// certFiles writes a CA-signed certificate for 127.0.0.1 and returns its
+// files and a client that trusts the CA.
+func certFiles(t *testing.T) (certFile, keyFile string, client *http.Client) {
+	t.Helper()
+	ca, err := certwatch.NewCA("test CA", time.Hour)
+	require.NoError(t, err)
+	certPEM, keyPEM, err := ca.Issue(certwatch.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
+	require.NoError(t, os.WriteFile(keyFile, keyPEM, 0o600))
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Certificate())
+	client = &http.Client{Timeout: 30 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	t.Cleanup(client.CloseIdleConnections)
+	return certFile, keyFile, client
+}
+
+// TestRun assembles the whole server from options, as `serve` does: it
+// listens, turns ready once the module is loaded, answers reviews and
+// serves metrics, and returns nil after a clean shutdown.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile, client := certFiles(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	listening := make(chan [2]net.Addr, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{
+			Module:   hostileWasm,
+			Engine:   engine.Options{MaxInstances: 1},
+			CertFile: certFile, KeyFile: keyFile,
+			Server:   ServerOptions{Listener: ln, MetricsListener: mln},
+			Version:  "test",
+			OnListen: func(a, m net.Addr) { listening <- [2]net.Addr{a, m} },
+		})
+	}()
+	addrs := <-listening
+	base := "https://" + addrs[0].String()
+	waitFor(t, "ready", func() bool {
+		resp, err := client.Get(base + PathReadyz)
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	resp, err := client.Post(base+PathMutate, "application/json", strings.NewReader(reviewBody("a1")))
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	r := decodeReview(t, body)
+	assert.Equal(t, "a1", r.Response.UID)
+	assert.True(t, r.Response.Allowed)
+
+	mresp, err := http.Get("http://" + addrs[1].String() + "/metrics")
+	require.NoError(t, err)
+	page, err := io.ReadAll(mresp.Body)
+	_ = mresp.Body.Close()
+	require.NoError(t, err)
+	assert.Contains(t, string(page), `yunikorn_userinfo_build_info{version="test"} 1`)
+	assert.Contains(t, string(page), `yunikorn_userinfo_admissions_total{kind="Pod",operation="CREATE",outcome="allowed"} 1`)
+	assert.Contains(t, string(page), `yunikorn_userinfo_instances_max 1`)
+
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+}
+
+func TestRun_errorsNameTheStep(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile, _ := certFiles(t)
+	listener := func() ServerOptions {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		return ServerOptions{Listener: ln}
+	}
+	err := Run(t.Context(), RunOptions{CertFile: certFile, KeyFile: keyFile, Server: listener()})
+	assert.ErrorContains(t, err, "run webhook: a module is required")
+
+	err = Run(t.Context(), RunOptions{Module: hostileWasm, CertFile: certFile, KeyFile: filepath.Join(t.TempDir(), "missing.key"),
+		Server: listener()})
+	assert.ErrorContains(t, err, "load TLS files")
+
+	err = Run(t.Context(), RunOptions{Module: []byte("\x00asm\x01\x00\x00\x00garbage"), ModuleName: "broken.wasm",
+		CertFile: certFile, KeyFile: keyFile, Server: listener()})
+	assert.ErrorContains(t, err, "load policy broken.wasm")
+}
