@@ -2,12 +2,9 @@ package webhook
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,29 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 )
-
-// certFiles writes a CA-signed certificate for 127.0.0.1 and returns its
-// files and a client that trusts the CA.
-func certFiles(t *testing.T) (certFile, keyFile string, client *http.Client) {
-	t.Helper()
-	ca, err := certwatch.NewCA("test CA", time.Hour)
-	require.NoError(t, err)
-	certPEM, keyPEM, err := ca.Issue(certwatch.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
-	require.NoError(t, os.WriteFile(keyFile, keyPEM, 0o600))
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Certificate())
-	client = &http.Client{Timeout: 30 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	t.Cleanup(client.CloseIdleConnections)
-	return certFile, keyFile, client
-}
 
 // TestRun assembles the whole server from options, as `serve` does: it
 // listens, turns ready once the module is loaded, answers reviews and

@@ -24,24 +24,32 @@ import (
 // server's TLS configuration and a client that trusts the CA.
 func testTLS(t *testing.T) (*tls.Config, *http.Client) {
 	t.Helper()
+	certFile, keyFile, client := certFiles(t)
+	w, err := certwatch.New(certwatch.Options{CertFile: certFile, KeyFile: keyFile})
+	require.NoError(t, err)
+	return w.TLSConfig(), client
+}
+
+// certFiles writes a CA-signed certificate for 127.0.0.1 and returns its
+// files and a client that trusts the CA.
+func certFiles(t *testing.T) (certFile, keyFile string, client *http.Client) {
+	t.Helper()
 	ca, err := certwatch.NewCA("test CA", time.Hour)
 	require.NoError(t, err)
 	certPEM, keyPEM, err := ca.Issue(certwatch.IssueOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	require.NoError(t, err)
 	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	require.NoError(t, os.WriteFile(certFile, certPEM, 0o600))
 	require.NoError(t, os.WriteFile(keyFile, keyPEM, 0o600))
-	w, err := certwatch.New(certwatch.Options{CertFile: certFile, KeyFile: keyFile})
-	require.NoError(t, err)
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Certificate())
-	client := &http.Client{
+	client = &http.Client{
 		Timeout:   30 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
 	}
 	t.Cleanup(client.CloseIdleConnections)
-	return w.TLSConfig(), client
+	return certFile, keyFile, client
 }
 
 // startServer serves opts until the test ends.
