@@ -189,7 +189,7 @@ func createNamespace(ctx context.Context, cs kubernetes.Interface, testName stri
 	// The users by name, and group dev as well, so that users who exist
 	// only through impersonation (carol in dev) have the same rights.
 	subjects := []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "dev"}}
-	for _, u := range []string{alice, bob, livy} {
+	for _, u := range []string{alice, bob, livy, dave, obrien} {
 		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: u})
 	}
 	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
@@ -206,7 +206,7 @@ func createNamespace(ctx context.Context, cs kubernetes.Interface, testName stri
 			return false, nil
 		}
 		// RBAC is served from informers: a new binding takes a moment.
-		for _, u := range []string{alice, bob, livy} {
+		for _, u := range []string{alice, bob, livy, dave, obrien} {
 			r, err := e2e.clients[u].AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 					Namespace: ns, Verb: "create", Resource: "pods",

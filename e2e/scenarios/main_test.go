@@ -37,6 +37,10 @@ const (
 	alice = "alice"
 	bob   = "bob"
 	livy  = "livy"
+	dave  = "dave" // a contractor whom YuniKorn's submit ACL does not admit
+	// obrien has a name outside YuniKorn's user name rules (an apostrophe),
+	// which Kubernetes accepts.
+	obrien = "o'brien"
 )
 
 var users = []cluster.User{
@@ -44,6 +48,9 @@ var users = []cluster.User{
 	{Name: alice, Groups: []string{"dev"}},
 	{Name: bob, Groups: []string{"ops"}},
 	{Name: livy, Groups: []string{"frontends"}},
+	{Name: dave, Groups: []string{"contractors"}},
+	{Name: obrien, Groups: []string{"dev"}},
+	{Name: schedulerUser},
 }
 
 // externalUsers replaces the shipped (empty) externalUsers setting.
@@ -66,6 +73,7 @@ const (
 type suite struct {
 	cluster      *cluster.Cluster
 	webhook      *cluster.Webhook // the main webhook, for every namespace labelled webhookMain
+	scheduler    *cluster.Scheduler
 	serveBinary  string
 	settingsFile string
 	mwcManifest  []byte
@@ -126,6 +134,22 @@ func run(m *testing.M) int {
 	}
 	fmt.Printf("e2e: cluster binaries (%s): %.2fs, %s\n", state, bin.Duration.Seconds(), bin.Dir)
 
+	// 1b. The YuniKorn scheduler, from its own wrapper module (about 5.5
+	// minutes cold).
+	buildCtx, cancelBuild = context.WithTimeout(ctx, 45*time.Minute)
+	yk, err := kbuild.EnsureScheduler(buildCtx, kbuild.Options{ModuleDir: filepath.Join(repo, "e2e", "yunikorn"), Log: log})
+	cancelBuild()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build the YuniKorn scheduler:", err)
+		return 1
+	}
+	state = "cached"
+	if yk.Cold {
+		state = "cold build"
+	}
+	fmt.Printf("e2e: YuniKorn scheduler %s (core %s) (%s): %.2fs, %s\n", yk.K8shimVersion, yk.CoreVersion, state,
+		yk.Duration.Seconds(), yk.Path)
+
 	// 2. The control plane.
 	began := time.Now()
 	c, err := cluster.Start(ctx, cluster.Options{
@@ -157,6 +181,13 @@ func run(m *testing.M) int {
 			return 1
 		}
 		fmt.Printf("e2e: webhook registered and enforcing in %.1fs\n", time.Since(began).Seconds())
+		began = time.Now()
+		if err := e2e.setUpScheduler(ctx, yk.Path); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: start the YuniKorn scheduler:", err)
+			fmt.Fprintln(os.Stderr, c.LogTails(40))
+			return 1
+		}
+		fmt.Printf("e2e: YuniKorn scheduler healthy in %.1fs at %s\n", time.Since(began).Seconds(), e2e.scheduler.URL)
 		began = time.Now()
 		code := m.Run()
 		fmt.Printf("e2e: scenarios took %.1fs\n", time.Since(began).Seconds())

@@ -46,7 +46,7 @@ const (
 
 // DefaultControllers are the controllers the scenarios need: the workload
 // controllers that create Pods, Jobs and ReplicaSets from annotated
-// templates; serviceaccount for every namespace's "default" ServiceAccount
+// templates (DaemonSets and ReplicationControllers included); serviceaccount for every namespace's "default" ServiceAccount
 // (Pod creation needs it); the token, root CA, namespace, garbage collector
 // and role aggregation controllers that a real cluster runs next to them.
 var DefaultControllers = []string{
@@ -58,6 +58,8 @@ var DefaultControllers = []string{
 	"clusterrole-aggregation-controller",
 	"deployment-controller",
 	"replicaset-controller",
+	"replicationcontroller-controller",
+	"daemonset-controller",
 	"statefulset-controller",
 	"job-controller",
 	"cronjob-controller",

@@ -26,6 +26,8 @@ type Process struct {
 	Args []string
 	// LogFile receives stdout and stderr.
 	LogFile string
+	// Env is added to the environment the process inherits.
+	Env []string
 
 	reg     *processes
 	mu      sync.Mutex
@@ -77,7 +79,7 @@ func (p *Process) start() error {
 	}
 	fmt.Fprintf(logf, "=== %s: %s %s\n", time.Now().Format(time.RFC3339Nano), p.Path, strings.Join(p.Args, " "))
 	cmd := exec.Command(p.Path, p.Args...)
-	cmd.Env = childEnv()
+	cmd.Env = append(childEnv(), p.Env...)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{

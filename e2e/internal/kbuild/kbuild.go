@@ -66,6 +66,8 @@ type Options struct {
 	Log *slog.Logger
 	// Output receives the go command's own output. Default: discarded.
 	Output io.Writer
+	// Env is added to the go command's environment. Default: none.
+	Env []string
 }
 
 func (o *Options) setDefaults() error {
@@ -304,7 +306,7 @@ func goCommand(ctx context.Context, opts Options, args ...string) *exec.Cmd {
 	}
 	cmd := exec.CommandContext(ctx, name, full...)
 	cmd.Dir = opts.ModuleDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), opts.Env...)
 	// The go command's children (compile, link) are in its process group:
 	// on cancellation the whole group goes. If the test process dies
 	// without cancelling, the kernel kills the go command (Pdeathsig).
