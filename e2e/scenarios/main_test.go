@@ -71,12 +71,15 @@ const (
 
 // suite is what TestMain set up, shared by the tests.
 type suite struct {
-	cluster      *cluster.Cluster
-	webhook      *cluster.Webhook // the main webhook, for every namespace labelled webhookMain
-	scheduler    *cluster.Scheduler
-	serveBinary  string
-	settingsFile string
-	mwcManifest  []byte
+	cluster   *cluster.Cluster
+	webhook   *cluster.Webhook // the main webhook, for every namespace labelled webhookMain
+	scheduler *cluster.Scheduler
+	// sharedControllerCredentials: every controller acts as
+	// system:kube-controller-manager rather than its service account.
+	sharedControllerCredentials bool
+	serveBinary                 string
+	settingsFile                string
+	mwcManifest                 []byte
 
 	clients  map[string]*kubernetes.Clientset
 	identity map[string]identity // what the API server says each user is
@@ -152,18 +155,23 @@ func run(m *testing.M) int {
 
 	// 2. The control plane.
 	began := time.Now()
+	// YuniKorn's design requires both controller credential modes to work;
+	// `make e2e` runs the YuniKorn scenarios a second time with shared ones.
+	shared := os.Getenv("E2E_SHARED_CONTROLLER_CREDENTIALS") == "1"
+	fmt.Printf("e2e: kube-controller-manager --use-service-account-credentials=%v\n", !shared)
 	c, err := cluster.Start(ctx, cluster.Options{
-		BinDir:  bin.Dir,
-		Users:   users,
-		PidRoot: filepath.Join(filepath.Dir(bin.Dir), "pids"),
-		Log:     log,
+		BinDir:                      bin.Dir,
+		Users:                       users,
+		PidRoot:                     filepath.Join(filepath.Dir(bin.Dir), "pids"),
+		SharedControllerCredentials: shared,
+		Log:                         log,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start the cluster:", err)
 		return 1
 	}
 	interrupted.setCluster(c)
-	e2e = &suite{cluster: c, serveBinary: serveBinary, timings: map[string]time.Duration{}}
+	e2e = &suite{cluster: c, serveBinary: serveBinary, sharedControllerCredentials: shared, timings: map[string]time.Duration{}}
 
 	code := func() int {
 		defer func() {

@@ -77,7 +77,9 @@ func TestYuniKornUserPod(t *testing.T) {
 }
 
 // Pods a controller makes from a user's Deployment: created under the
-// replicaset controller's service account, scheduled as the user.
+// replicaset controller's identity (its service account, or
+// system:kube-controller-manager with shared credentials), scheduled as the
+// user.
 func TestYuniKornDeployment(t *testing.T) {
 	start(t)
 	ctx := t.Context()
@@ -90,6 +92,9 @@ func TestYuniKornDeployment(t *testing.T) {
 	require.NoError(t, err)
 
 	pods := waitPods(t, ns, "app=web", 2)
+	logs := admissionsFor(t, e2e.webhook, ns)
+	assert.GreaterOrEqual(t, countAdmissions(logs, "Pod", "CREATE", e2e.controller(replicaSetController), "allowed"), 2,
+		"the pods were created by %s: %+v", e2e.controller(replicaSetController), logs)
 	for _, p := range pods {
 		app := waitScheduled(t, ns, p.Name, appID)
 		assert.Equal(t, e2e.identity[alice].User, app.User, "pod %s: the application is alice's, not the controller's", p.Name)
@@ -112,7 +117,7 @@ func TestYuniKornDeployment(t *testing.T) {
 	require.NotNil(t, q, "alice's usage lists the deployment's application: %+v", usage.Queues)
 	assert.Equal(t, "root.alice", q.QueuePath)
 	assert.GreaterOrEqual(t, q.ResourceUsage["pods"], int64(2), "both controller-made pods count against alice")
-	rsUsage, err := e2e.scheduler.UserUsage(ctx, "system:serviceaccount:kube-system:replicaset-controller")
+	rsUsage, err := e2e.scheduler.UserUsage(ctx, e2e.controller(replicaSetController))
 	assert.True(t, err != nil || findUsage(rsUsage.Queues, appID) == nil, "the controller is charged for nothing: %+v", rsUsage)
 	bobUsage, err := e2e.scheduler.UserUsage(ctx, bob)
 	assert.True(t, err != nil || findUsage(bobUsage.Queues, appID) == nil, "bob is charged for nothing of alice's: %+v", bobUsage)
@@ -316,4 +321,13 @@ func TestYuniKornUnusableUserName(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, "YuniKorn lists the application as rejected")
 	t.Logf("YuniKorn: %s", rejected[i].RejectedMessage)
 	assert.Contains(t, rejected[i].RejectedMessage, "invalid username")
+}
+
+// controller is the identity a controller acts as in this run: its service
+// account, or system:kube-controller-manager with shared credentials.
+func (s *suite) controller(serviceAccount string) string {
+	if s.sharedControllerCredentials {
+		return "system:kube-controller-manager"
+	}
+	return serviceAccount
 }

@@ -81,6 +81,12 @@ type Options struct {
 	// Controllers to run in kube-controller-manager. Default:
 	// DefaultControllers.
 	Controllers []string
+	// SharedControllerCredentials runs kube-controller-manager with
+	// --use-service-account-credentials=false: every controller then acts
+	// as system:kube-controller-manager, which gets cluster-admin rights
+	// (its bootstrap role alone does not let controllers create Pods).
+	// Default: false, each controller as its own service account.
+	SharedControllerCredentials bool
 	// Dir holds the run's PKI, data and logs. Default: a new temporary
 	// directory.
 	Dir string
@@ -272,10 +278,11 @@ func (c *Cluster) startControllerManager(ctx context.Context, port int) error {
 		"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 		"--cert-dir", filepath.Join(c.Dir, "kcm-certs"),
 		"--leader-elect=false",
-		// Each controller acts as its own service account in kube-system,
-		// the identities the policy's systemUsers trust; without it every
-		// controller would be system:kube-controller-manager.
-		"--use-service-account-credentials=true",
+		// By default each controller acts as its own service account in
+		// kube-system; shared, every controller is
+		// system:kube-controller-manager. The policy's default systemUsers
+		// trust both.
+		"--use-service-account-credentials="+strconv.FormatBool(!c.opts.SharedControllerCredentials),
 		"--service-account-private-key-file", saKey,
 		"--root-ca-file", c.PKI.CAFile,
 		"--controllers", strings.Join(c.opts.Controllers, ","),
@@ -314,7 +321,11 @@ func adminTokenUser(users []User) string {
 // writeTokens writes the static token file: token,user,uid,"groups".
 func (c *Cluster) writeTokens() (string, error) {
 	var b strings.Builder
-	users := append([]User{{Name: kcmUser}}, c.opts.Users...)
+	kcm := User{Name: kcmUser}
+	if c.opts.SharedControllerCredentials {
+		kcm.Groups = []string{"system:masters"}
+	}
+	users := append([]User{kcm}, c.opts.Users...)
 	for _, u := range users {
 		tok := make([]byte, 16)
 		_, _ = rand.Read(tok) // never fails since Go 1.24
