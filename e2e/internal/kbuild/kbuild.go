@@ -252,6 +252,12 @@ func build(ctx context.Context, opts Options, k key, final string) error {
 		opts.Log.Info("built", "binary", t.name, "took", took)
 	}
 	st.BuiltAt = time.Now().UTC()
+	return publish(tmp, final, st)
+}
+
+// publish writes the stamp into the finished build directory tmp and
+// renames it to final: a build is visible only once complete.
+func publish(tmp, final string, st any) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode the stamp: %w", err)
@@ -263,7 +269,7 @@ func build(ctx context.Context, opts Options, k key, final string) error {
 		return fmt.Errorf("open up the build directory: %w", err)
 	}
 	// An incomplete leftover under the final name (a crash between an older
-	// layout's steps) would make the rename fail; finished() said it is not
+	// layout's steps) would make the rename fail; the caller found it is not
 	// a build.
 	if err := os.RemoveAll(final); err != nil {
 		return fmt.Errorf("remove an incomplete build: %w", err)

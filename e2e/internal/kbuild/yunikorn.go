@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -181,21 +180,8 @@ func buildScheduler(ctx context.Context, opts Options, coreDir, name, final stri
 	}
 	st := map[string]any{"key": name, "builtAt": time.Now().UTC(), "seconds": time.Since(began).Round(time.Second).Seconds(),
 		"patch": "yunikorn-core pkg/webservice: REST address from $" + RESTAddrEnv + ", default 127.0.0.1:9080"}
-	b, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode the stamp: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(tmp, stampFile), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write the stamp: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return fmt.Errorf("open up the build directory: %w", err)
-	}
-	if err := os.RemoveAll(final); err != nil {
-		return fmt.Errorf("remove an incomplete build: %w", err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		return fmt.Errorf("publish the build: %w", err)
+	if err := publish(tmp, final, st); err != nil {
+		return err
 	}
 	opts.Log.Info("built", "binary", Scheduler, "took", time.Since(began).Round(time.Second))
 	return nil
