@@ -26,15 +26,24 @@ const (
 	appIDLabel = "applicationId"
 )
 
-// queuesYAML is the yunikorn-configs queue configuration: every user gets a
-// queue of their own under root (the "user" placement rule); only members of
-// the test users' groups may submit (so dave, a contractor, may not; names
-// with ':' or '.' never match a YuniKorn ACL, hence groups rather than
-// system:authenticated); and alice has a per-user limit, which makes
-// YuniKorn report her usage against it.
+// queuesYAML is the yunikorn-configs queue configuration. Placement: the
+// queue a Pod names, if it exists (provided); members of the group analysts
+// in root.analytics (fixed, with a group filter); everyone else in a queue
+// of their own (user). Only members of the test users' groups may submit
+// under root (so dave, a contractor, may not; names with ':' or '.' never
+// match a YuniKorn ACL, hence groups rather than system:authenticated);
+// root.analytics admits analysts, and ops administer it. alice has a
+// per-user limit, which makes YuniKorn report her usage against it.
 const queuesYAML = `partitions:
   - name: default
     placementrules:
+      - name: provided
+        create: false
+      - name: fixed
+        value: root.analytics
+        filter:
+          type: allow
+          groups: [analysts]
       - name: user
         create: true
     queues:
@@ -45,6 +54,11 @@ const queuesYAML = `partitions:
             users: [alice]
             maxapplications: 100
             maxresources: {pods: 100}
+        queues:
+          - name: shared
+          - name: analytics
+            submitacl: " analysts"
+            adminacl: " ops"
 `
 
 // setUpScheduler gives the scheduler the least RBAC it needs (k8shim's own

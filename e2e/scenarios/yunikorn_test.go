@@ -261,7 +261,7 @@ func TestYuniKornSubmitACL(t *testing.T) {
 }
 
 // A front-end allowed by externalUsers (livy) submits for carol: YuniKorn's
-// application, and its queue, are carol's. bob's own Pod lands in bob's
+// application is carol's, placed by carol's group. bob's own Pod lands in bob's
 // queue; bob claiming carol is refused before YuniKorn sees anything.
 func TestYuniKornOnBehalf(t *testing.T) {
 	start(t)
@@ -275,7 +275,7 @@ func TestYuniKornOnBehalf(t *testing.T) {
 	app := waitScheduled(t, ns, "for-carol", appCarol)
 	assert.Equal(t, "carol", app.User)
 	assert.Equal(t, []string{"analysts"}, app.Groups)
-	assert.Equal(t, "root.carol", app.QueueName)
+	assert.Equal(t, "root.analytics", app.QueueName, "placed by carol's group, which only the annotation names")
 
 	appBob := "app-" + ns + "-bob"
 	_, err = client(bob).CoreV1().Pods(ns).Create(ctx, ykPod("bob-pod", appBob, nil), metav1.CreateOptions{})
@@ -330,4 +330,20 @@ func (s *suite) controller(serviceAccount string) string {
 		return "system:kube-controller-manager"
 	}
 	return serviceAccount
+}
+
+// A queue the Pod names (the provided rule) is used when it exists, and the
+// application is still the submitter's.
+func TestYuniKornProvidedQueue(t *testing.T) {
+	start(t)
+	ns := newNamespace(t, webhookMain)
+	appID := "app-" + ns + "-shared"
+	p := ykPod("alice-shared", appID, nil)
+	p.Labels["queue"] = "root.shared"
+	_, err := client(alice).CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{})
+	require.NoError(t, err)
+	app := waitScheduled(t, ns, "alice-shared", appID)
+	assert.Equal(t, "root.shared", app.QueueName)
+	assert.Equal(t, e2e.identity[alice].User, app.User)
+	assert.Equal(t, e2e.identity[alice].Groups, app.Groups)
 }
