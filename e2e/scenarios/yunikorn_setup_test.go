@@ -28,8 +28,9 @@ const (
 
 // queuesYAML is the yunikorn-configs queue configuration. Placement: the
 // queue a Pod names, if it exists (provided); members of the group analysts
-// in root.analytics (fixed, with a group filter); everyone else in a queue
-// of their own (user). Only members of the test users' groups may submit
+// in root.analytics (fixed, with a group filter); members of ops in a queue
+// named after the Pod's namespace (tag, with a group filter); everyone else
+// in a queue of their own (user). Only members of the test users' groups may submit
 // under root (so dave, a contractor, may not; names with ':' or '.' never
 // match a YuniKorn ACL, hence groups rather than system:authenticated);
 // root.analytics admits analysts, and ops administer it. alice has a
@@ -44,6 +45,12 @@ const queuesYAML = `partitions:
         filter:
           type: allow
           groups: [analysts]
+      - name: tag
+        value: namespace
+        create: true
+        filter:
+          type: allow
+          groups: [ops]
       - name: user
         create: true
     queues:

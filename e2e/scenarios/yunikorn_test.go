@@ -261,8 +261,8 @@ func TestYuniKornSubmitACL(t *testing.T) {
 }
 
 // A front-end allowed by externalUsers (livy) submits for carol: YuniKorn's
-// application is carol's, placed by carol's group. bob's own Pod lands in bob's
-// queue; bob claiming carol is refused before YuniKorn sees anything.
+// application is carol's, placed by carol's group. bob's own Pod lands in
+// his namespace's queue, as the tag rule does for his group; bob claiming carol is refused before YuniKorn sees anything.
 func TestYuniKornOnBehalf(t *testing.T) {
 	start(t)
 	ctx := t.Context()
@@ -282,7 +282,7 @@ func TestYuniKornOnBehalf(t *testing.T) {
 	require.NoError(t, err)
 	app = waitScheduled(t, ns, "bob-pod", appBob)
 	assert.Equal(t, e2e.identity[bob].User, app.User)
-	assert.Equal(t, "root.bob", app.QueueName)
+	assert.Equal(t, "root."+ns, app.QueueName, "bob is in ops: the tag rule puts him in his namespace's queue")
 
 	_, err = client(bob).CoreV1().Pods(ns).Create(ctx, ykPod("bob-as-carol", "app-"+ns+"-forged", carol), metav1.CreateOptions{})
 	requireRefused(t, err, workloadsWebhook, e2e.identity[bob].notAllowed())
