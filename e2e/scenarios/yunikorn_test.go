@@ -262,7 +262,8 @@ func TestYuniKornSubmitACL(t *testing.T) {
 
 // A front-end allowed by externalUsers (livy) submits for carol: YuniKorn's
 // application is carol's, placed by carol's group. bob's own Pod lands in
-// his namespace's queue, as the tag rule does for his group; bob claiming carol is refused before YuniKorn sees anything.
+// his namespace's queue, as the tag rule does for his group; bob claiming
+// carol is refused before YuniKorn sees anything.
 func TestYuniKornOnBehalf(t *testing.T) {
 	start(t)
 	ctx := t.Context()
