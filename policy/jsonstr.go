@@ -140,7 +140,7 @@ func decodeJSONString(s string) string {
 			case 'u':
 				r, ok := hex4(s, i+2)
 				if !ok {
-					return b2s(append(b, s[i:]...)) // not valid JSON; cannot happen after validation
+					return string(append(b, s[i:]...)) // not valid JSON; cannot happen after validation
 				}
 				i += 6
 				if utf16.IsSurrogate(r) {
@@ -172,7 +172,7 @@ func decodeJSONString(s string) string {
 			i += size
 		}
 	}
-	return b2s(b)
+	return string(b)
 }
 
 // hex4 reads the four hex digits at s[i:i+4].
@@ -196,5 +196,3 @@ func hex4(s string, i int) (rune, bool) {
 	}
 	return r, true
 }
-
-func b2s(b []byte) string { return string(b) }

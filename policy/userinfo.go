@@ -35,6 +35,21 @@ func (id identity) eachGroup(f func(string) bool) {
 	gjson.Parse(id.groups).ForEach(func(_, g gjson.Result) bool { return f(str(g)) })
 }
 
+// appendGroups appends the groups to b, comma-separated, each written by
+// write.
+func (id identity) appendGroups(b []byte, write func([]byte, string) []byte) []byte {
+	first := true
+	id.eachGroup(func(g string) bool {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = write(b, g)
+		return true
+	})
+	return b
+}
+
 // parseIdentity reads request.userInfo. A missing or null userInfo, a
 // username that is not a string or groups that are not an array of strings
 // are malformed: the API server always sends them well-formed, so anything
@@ -97,15 +112,7 @@ func (id identity) annotationValue() string {
 			b = append(b, ',')
 		}
 		b = append(b, `"groups":[`...)
-		first := true
-		id.eachGroup(func(g string) bool {
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = appendJSONString(b, g)
-			return true
-		})
+		b = id.appendGroups(b, appendJSONString)
 		b = append(b, ']')
 	}
 	b = append(b, '}')
@@ -117,19 +124,9 @@ func (id identity) annotationValue() string {
 // notAllowedMessage is YuniKorn's denial text for a submitter who may not
 // supply the annotation, kept identical so existing alerts still match.
 func (id identity) notAllowedMessage() string {
-	var b strings.Builder
-	b.WriteString("user " + id.user + " with groups [")
-	first := true
-	id.eachGroup(func(g string) bool {
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		b.WriteString(g)
-		return true
-	})
-	b.WriteString("] is not allowed to set user annotation")
-	return b.String()
+	b := []byte("user " + id.user + " with groups [")
+	b = id.appendGroups(b, func(b []byte, g string) []byte { return append(b, g...) })
+	return string(append(b, "] is not allowed to set user annotation"...))
 }
 
 // checkSuppliedValue validates a user.info value that an allowed submitter

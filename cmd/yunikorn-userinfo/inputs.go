@@ -154,7 +154,7 @@ func (a *app) openEval(ctx context.Context, args []string, f *evalFlags) (*evalS
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSettings(ctx, logger, eng, in.settings); err != nil {
+	if err := webhook.CheckSettings(ctx, logger, eng, in.settings); err != nil {
 		_ = eng.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
@@ -203,10 +203,4 @@ func (a *app) compilationCache() (wazero.CompilationCache, error) {
 	// Not closed: wazero requires every runtime using a cache to be
 	// closed first, and the process ends with the command anyway.
 	return cache, nil
-}
-
-// checkSettings runs validate_settings and turns invalid settings into the
-// error kwctl gives.
-func checkSettings(ctx context.Context, logger *slog.Logger, eng *engine.Engine, raw json.RawMessage) error {
-	return webhook.CheckSettings(ctx, logger, eng, raw)
 }

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -91,7 +92,7 @@ func (s *suite) setUpScheduler(ctx context.Context, binary string) error {
 	}
 	for _, r := range []string{"system:kube-scheduler", "system:volume-scheduler", role.Name} {
 		b := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "e2e-yunikorn-" + sanitize(r)},
+			ObjectMeta: metav1.ObjectMeta{Name: "e2e-yunikorn-" + strings.ReplaceAll(r, ":", "-")},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: r},
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: schedulerUser}},
 		}
@@ -144,14 +145,4 @@ func createNode(ctx context.Context, cs kubernetes.Interface, name string) error
 		return fmt.Errorf("untaint node %s: %w", name, err)
 	}
 	return nil
-}
-
-func sanitize(s string) string {
-	out := []byte(s)
-	for i, c := range out {
-		if c == ':' {
-			out[i] = '-'
-		}
-	}
-	return string(out)
 }

@@ -168,8 +168,8 @@ func (d *differ) tick(n int) error {
 // are the same key with the same raw value at the start and at the end of
 // both objects (all of them but the one annotation a policy adds, usually)
 // are skipped; a key that changes is refused if it occurs twice on either
-// side; the members in between are matched by key, and their operations come in sorted key
-// order, so the output is deterministic.
+// side; the members in between are matched by key, and their operations
+// come in sorted key order, so the output is deterministic.
 func (d *differ) diffObjects(path string, a, b gjson.Result) error {
 	am, err := d.objectMembers(a, path, "original")
 	if err != nil {
@@ -179,13 +179,12 @@ func (d *differ) diffObjects(path string, a, b gjson.Result) error {
 	if err != nil {
 		return err
 	}
-	same := func(x, y member) bool { return x == y }
 	lo := 0
-	for lo < len(am) && lo < len(bm) && same(am[lo], bm[lo]) {
+	for lo < len(am) && lo < len(bm) && am[lo] == bm[lo] {
 		lo++
 	}
 	ha, hb := len(am), len(bm)
-	for ha > lo && hb > lo && same(am[ha-1], bm[hb-1]) {
+	for ha > lo && hb > lo && am[ha-1] == bm[hb-1] {
 		ha--
 		hb--
 	}

@@ -183,25 +183,14 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 	return m, nil
 }
 
-// kindLabel is the "kind" label of kind: itself when it is one of
-// kindLabels, "other" otherwise.
-func kindLabel(kind string) string {
+// label is the label value of v: itself when known holds it, "unknown"
+// when empty, "other" otherwise.
+func label(known map[string]bool, v string) string {
 	switch {
-	case kind == "":
+	case v == "":
 		return labelUnknown
-	case kindLabels[kind]:
-		return kind
-	}
-	return labelOther
-}
-
-// operationLabel is the "operation" label of op.
-func operationLabel(op string) string {
-	switch {
-	case op == "":
-		return labelUnknown
-	case operationLabels[op]:
-		return op
+	case known[v]:
+		return v
 	}
 	return labelOther
 }
@@ -211,7 +200,7 @@ func (m *Metrics) observe(kind, operation, outcome string, seconds float64) {
 		return
 	}
 	if outcome != OutcomeInvalid {
-		m.admissions.WithLabelValues(kindLabel(kind), operationLabel(operation), outcome).Inc()
+		m.admissions.WithLabelValues(label(kindLabels, kind), label(operationLabels, operation), outcome).Inc()
 	}
 	m.duration.WithLabelValues(outcome).Observe(seconds)
 }

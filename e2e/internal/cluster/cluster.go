@@ -417,14 +417,22 @@ func (c *Cluster) httpClient() (*http.Client, error) {
 // startProcess starts one of the cluster binaries with its log in the run
 // directory.
 func (c *Cluster) startProcess(name, binary string, args ...string) (*Process, error) {
-	p := &Process{Name: name, Path: filepath.Join(c.opts.BinDir, binary), Args: args, LogFile: filepath.Join(c.Dir, name+".log"), reg: c.procs}
-	c.mu.Lock()
-	c.started = append(c.started, p)
-	c.mu.Unlock()
+	p := c.track(&Process{Name: name, Path: filepath.Join(c.opts.BinDir, binary), Args: args})
 	if err := p.start(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// track makes p one of the cluster's processes: its log goes to the run
+// directory, its pid to the registry, and Stop stops it.
+func (c *Cluster) track(p *Process) *Process {
+	p.LogFile = filepath.Join(c.Dir, p.Name+".log")
+	p.reg = c.procs
+	c.mu.Lock()
+	c.started = append(c.started, p)
+	c.mu.Unlock()
+	return p
 }
 
 // waitHealthy polls check until it succeeds, the process exits or the start

@@ -64,7 +64,7 @@ func (c *Cluster) StartWebhook(ctx context.Context, opts WebhookOptions) (*Webho
 		return nil, err
 	}
 	listen := "127.0.0.1:" + strconv.Itoa(ports[0])
-	p := &Process{
+	p := c.track(&Process{
 		Name: opts.Name,
 		Path: binary,
 		Args: []string{"serve",
@@ -76,12 +76,7 @@ func (c *Cluster) StartWebhook(ctx context.Context, opts WebhookOptions) (*Webho
 			// who the API server said was asking.
 			"--log-format", "json", "--log-level", "info",
 		},
-		LogFile: filepath.Join(c.Dir, opts.Name+".log"),
-		reg:     c.procs,
-	}
-	c.mu.Lock()
-	c.started = append(c.started, p)
-	c.mu.Unlock()
+	})
 	w := &Webhook{BaseURL: "https://" + listen, Process: p, c: c, readyz: "https://" + listen + "/readyz", timeout: c.opts.StartTimeout}
 	if err := w.Start(ctx); err != nil {
 		return nil, err

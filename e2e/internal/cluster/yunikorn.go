@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -52,14 +51,10 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) (*S
 		return nil, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	p := &Process{
-		Name: "yunikorn-scheduler", Path: opts.Binary, LogFile: filepath.Join(c.Dir, "yunikorn-scheduler.log"),
+	p := c.track(&Process{
+		Name: "yunikorn-scheduler", Path: opts.Binary,
 		Env: []string{"KUBECONFIG=" + kubeconfig, "NAMESPACE=" + opts.Namespace, opts.RESTAddrEnv + "=" + addr},
-		reg: c.procs,
-	}
-	c.mu.Lock()
-	c.started = append(c.started, p)
-	c.mu.Unlock()
+	})
 	if err := p.start(); err != nil {
 		return nil, err
 	}
