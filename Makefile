@@ -64,7 +64,7 @@ serve-local: ## Serve the embedded policy on https://127.0.0.1:8443 with a throw
 
 .PHONY: loadgen
 loadgen: ## Build the load generator into build/loadgen
-	$(GO) build -o $(LOADGEN) ./cmd/loadgen
+	cd bench && $(GO) build -o $(CURDIR)/$(LOADGEN) ./cmd/loadgen
 
 .PHONY: load
 load: build loadgen ## Load-test a local serve at fixed rates and at saturation (RATES, DURATION, CONNECTIONS, FIXTURES)
@@ -87,6 +87,7 @@ lint: ## staticcheck (2026.2.2) of the root and bench modules, and go mod tidy l
 .PHONY: test
 test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 make bench): unit, fixture (native, wasm, CLI, webhook), second-host, manifest and fuzz-smoke tests
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./...
+	$(MAKE) --no-print-directory test-bench-tools
 	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory check-embedded
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
@@ -110,6 +111,10 @@ fuzz: ## A short, bounded fuzz run of each target (FUZZTIME, default 10s)
 .PHONY: artifacthub
 artifacthub: ## Regenerate artifacthub/ from metadata.yml (createdAt is kept while the version is unchanged)
 	$(GO) run ./cmd/yunikorn-userinfo scaffold artifacthub -m metadata.yml -o artifacthub
+
+.PHONY: test-bench-tools
+test-bench-tools: policy ## Tests of the bench module: load generator, perfkit, fixture generator, YuniKorn peer answers
+	cd bench && POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./cmd/... ./internal/... ./peer/...
 
 .PHONY: test-manifests
 test-manifests: ## Check every YAML file of the repository (nested module test/manifests)

@@ -5,7 +5,7 @@
 #                 fresh vs pooled instances        -> $OUT/perf.txt
 #   2. admission  go test -bench in the bench/ module: ours vs YuniKorn's
 #                 admission controller             -> $OUT/admission.txt
-#   3. load       a local serve under cmd/loadgen at each of RATES, as
+#   3. load       a local serve under bench/cmd/loadgen at each of RATES, as
 #                 hack/load.sh does                -> $OUT/load-<rate>.json
 #   4. coldstart  exec to /readyz, without and with the compilation cache
 #                                                  -> $OUT/coldstart-{nocache,cache}.json
@@ -98,7 +98,8 @@ benchtime_flag() { [[ -n "$BENCHTIME" ]] && printf -- '-benchtime=%s' "$BENCHTIM
 for f in "$BIN" "$LOADGEN"; do
   [[ -x "$f" ]] || { echo "missing $f: run make build loadgen (make bench does)"; exit 1; }
 done
-"$GO" build -o "$PERFKIT" ./cmd/perfkit || { echo "build perfkit failed"; exit 1; }
+perfkit_out=$PERFKIT; [[ $perfkit_out = /* ]] || perfkit_out=$PWD/$perfkit_out
+(cd bench && "$GO" build -o "$perfkit_out" ./cmd/perfkit) || { echo "build perfkit failed"; exit 1; }
 
 mkdir -p "$OUT"
 # Results of the steps below only: the soak (make soak) is kept.

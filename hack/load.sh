@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Load test of a local `serve`: starts it with a self-signed certificate on
-# 127.0.0.1, runs cmd/loadgen at each rate in RATES (requests/s; 0 means
+# 127.0.0.1, runs bench/cmd/loadgen at each rate in RATES (requests/s; 0 means
 # saturation), and stops it. The server and the generator share the machine,
 # so the generator's own CPU use is printed with every run.
 #

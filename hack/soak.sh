@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (make soak): a local serve under cmd/loadgen at a fixed RATE for
+# Soak (make soak): a local serve under bench/cmd/loadgen at a fixed RATE for
 # DURATION, while `perfkit soak` samples its memory and goroutines every
 # INTERVAL (VmRSS and VmHWM from /proc, go_goroutines,
 # process_resident_memory_bytes and go_memstats_heap_inuse_bytes from
@@ -47,7 +47,8 @@ GO=${GO:-go}
 for f in "$BIN" "$LOADGEN"; do
   [[ -x "$f" ]] || { echo "missing $f: run make build loadgen (make soak does)"; exit 1; }
 done
-"$GO" build -o "$PERFKIT" ./cmd/perfkit
+perfkit_out=$PERFKIT; [[ $perfkit_out = /* ]] || perfkit_out=$PWD/$perfkit_out
+(cd bench && "$GO" build -o "$perfkit_out" ./cmd/perfkit)
 
 # shellcheck source=hack/lib/serve.sh
 source "$(dirname "$0")/lib/serve.sh"

@@ -82,7 +82,7 @@ func loadFixtures(tb testing.TB) []fixture {
 		for _, c := range fixtureCases {
 			name := object + "-" + c
 			body, err := os.ReadFile(filepath.Join("..", "..", "testdata", "bench", name+".json"))
-			require.NoError(tb, err, "read fixture (regenerate with `go run ./hack/benchfixtures` in the repository root)")
+			require.NoError(tb, err, "read fixture (regenerate with `cd bench && go run ./cmd/benchfixtures`)")
 			var review struct {
 				Request struct {
 					UID       string `json:"uid"`

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
+	"github.com/yunikorn-userinfo/userinfo/bench/internal/loadgen"
 )
 
 // File names in the results directory (build/bench), as hack/bench.sh and

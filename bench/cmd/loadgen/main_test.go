@@ -21,7 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
+	"github.com/yunikorn-userinfo/userinfo/bench/internal/loadgen"
 )
 
 // webhook is a fake that echoes the uid, allowing everything, with suffix

@@ -4,10 +4,10 @@
 // update-unchanged (see testdata/bench/README.md).
 //
 // The output is deterministic (fixed names, uids and times), so the
-// committed files can be checked against it. Run it from the repository
-// root:
+// committed files can be checked against it. Run it from the bench
+// module (the default -out is the repository's testdata/bench from there):
 //
-//	go run ./hack/benchfixtures
+//	cd bench && go run ./cmd/benchfixtures
 //
 // It uses the standard library only.
 package main
@@ -53,7 +53,7 @@ type fixture struct {
 }
 
 func main() {
-	out := flag.String("out", filepath.Join("testdata", "bench"), "directory the fixtures are written to")
+	out := flag.String("out", filepath.Join("..", "testdata", "bench"), "directory the fixtures are written to")
 	flag.Parse()
 	if err := write(*out); err != nil {
 		fmt.Fprintln(os.Stderr, "benchfixtures:", err)

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
+	"github.com/yunikorn-userinfo/userinfo/bench/internal/loadgen"
 )
 
 // SoakOptions configure Soak. Zero values are replaced by the documented

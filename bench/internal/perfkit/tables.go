@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
+	"github.com/yunikorn-userinfo/userinfo/bench/internal/loadgen"
 )
 
 // The performance targets checked in the tables (docs/PERFORMANCE.md).

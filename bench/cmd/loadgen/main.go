@@ -1,9 +1,9 @@
 // Command loadgen puts load on the yunikorn-userinfo admission webhook (or
 // any AdmissionReview v1 webhook) over HTTPS keep-alive connections, posting
 // the shared fixtures, and reports throughput, latency percentiles, errors
-// by class and CPU and memory use. It is a development tool, run from the
-// repository (go run ./cmd/loadgen): the fixtures are read from its
-// testdata/.
+// by class and CPU and memory use. It is a development tool of the bench
+// module (cd bench && go run ./cmd/loadgen): the fixtures are read from the
+// repository's testdata/.
 //
 // Exit status: 0 when every request was answered as expected, 1 when the
 // run could not start or was interrupted, 2 when requests failed (unless
@@ -26,7 +26,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
+	"github.com/yunikorn-userinfo/userinfo/bench/internal/loadgen"
 )
 
 // Exit codes.

@@ -19,7 +19,7 @@ import (
 )
 
 // committedDir is testdata/bench, seen from this package.
-var committedDir = filepath.Join("..", "..", "testdata", "bench")
+var committedDir = filepath.Join("..", "..", "..", "testdata", "bench")
 
 // committed reads every committed fixture, by file name.
 func committed(t *testing.T) map[string][]byte {
@@ -109,11 +109,11 @@ func TestCommittedFixturesAreGenerated(t *testing.T) {
 	for _, f := range generated {
 		names = append(names, f.name)
 		got, ok := files[f.name]
-		if !assert.True(t, ok, "%s is missing from testdata/bench: run `go run ./hack/benchfixtures`", f.name) {
+		if !assert.True(t, ok, "%s is missing from testdata/bench: run `cd bench && go run ./cmd/benchfixtures`", f.name) {
 			continue
 		}
 		assert.True(t, string(f.data) == string(got),
-			"testdata/bench/%s differs from the generator's output: run `go run ./hack/benchfixtures`", f.name)
+			"testdata/bench/%s differs from the generator's output: run `cd bench && go run ./cmd/benchfixtures`", f.name)
 	}
 	for name := range files {
 		assert.Contains(t, names, name, "testdata/bench/%s is not generated: remove it or add it to the generator", name)
@@ -199,7 +199,7 @@ func policyModule(t *testing.T) []byte {
 	t.Helper()
 	path := os.Getenv("POLICY_WASM")
 	if path == "" {
-		path = filepath.Join("..", "..", "cmd", "yunikorn-userinfo", "policy.wasm")
+		path = filepath.Join("..", "..", "..", "cmd", "yunikorn-userinfo", "policy.wasm")
 	}
 	wasm, err := os.ReadFile(path)
 	require.NoError(t, err, "read policy module")

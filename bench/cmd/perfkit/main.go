@@ -23,8 +23,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
-	"github.com/yunikorn-userinfo/userinfo/internal/perfkit"
+	"github.com/yunikorn-userinfo/userinfo/bench/internal/loadgen"
+	"github.com/yunikorn-userinfo/userinfo/bench/internal/perfkit"
 )
 
 // Exit codes.

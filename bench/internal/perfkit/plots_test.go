@@ -12,8 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot/plotter"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/loadgen"
+	"github.com/yunikorn-userinfo/userinfo/bench/internal/loadgen"
 )
 
 // resultsDir holds small synthetic results, in the layout bench.sh leaves.
@@ -62,16 +63,16 @@ func TestCharts(t *testing.T) {
 	in := readTestInputs(t)
 	tests := []struct {
 		name   string
-		build  func() (drawer, string)
+		build  func() (*figure, string)
 		colors []color.RGBA
 	}{
-		{name: "latency", build: func() (drawer, string) { return latencyChart(in.Load) }, colors: []color.RGBA{palette[0], palette[1], palette[3]}},
-		{name: "throughput", build: func() (drawer, string) { return throughputChart(in.Load) }, colors: []color.RGBA{palette[0], midGray}},
-		{name: "evaluate", build: func() (drawer, string) { return comparisonChart(CompareEvaluate, in.Bench) }, colors: []color.RGBA{palette[0], palette[1]}},
-		{name: "instances", build: func() (drawer, string) { return comparisonChart(CompareInstances, in.Bench) }, colors: []color.RGBA{palette[0], palette[1]}},
-		{name: "admission", build: func() (drawer, string) { return comparisonChart(CompareAdmission, in.Bench) }, colors: []color.RGBA{palette[0], palette[1]}},
-		{name: "soak", build: func() (drawer, string) { return soakChart(in.Soak) }, colors: []color.RGBA{palette[0], palette[1], palette[2]}},
-		{name: "cold start", build: func() (drawer, string) { return coldStartChart(in.ColdStarts) }, colors: []color.RGBA{palette[0], palette[3]}},
+		{name: "latency", build: func() (*figure, string) { return latencyChart(in.Load) }, colors: []color.RGBA{palette[0], palette[1], palette[3]}},
+		{name: "throughput", build: func() (*figure, string) { return throughputChart(in.Load) }, colors: []color.RGBA{palette[0], midGray}},
+		{name: "evaluate", build: func() (*figure, string) { return comparisonChart(CompareEvaluate, in.Bench) }, colors: []color.RGBA{palette[0], palette[1]}},
+		{name: "instances", build: func() (*figure, string) { return comparisonChart(CompareInstances, in.Bench) }, colors: []color.RGBA{palette[0], palette[1]}},
+		{name: "admission", build: func() (*figure, string) { return comparisonChart(CompareAdmission, in.Bench) }, colors: []color.RGBA{palette[0], palette[1]}},
+		{name: "soak", build: func() (*figure, string) { return soakChart(in.Soak) }, colors: []color.RGBA{palette[0], palette[1], palette[2]}},
+		{name: "cold start", build: func() (*figure, string) { return coldStartChart(in.ColdStarts) }, colors: []color.RGBA{palette[0], palette[3]}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -88,16 +89,16 @@ func TestCharts_absentInput(t *testing.T) {
 	empty := &Inputs{Bench: &BenchSet{Config: map[string]string{}}}
 	tests := []struct {
 		name  string
-		build func() (drawer, string)
+		build func() (*figure, string)
 		note  string
 	}{
-		{name: "latency", build: func() (drawer, string) { return latencyChart(empty.Load) }, note: LoadGlob},
-		{name: "throughput without fixed rates", build: func() (drawer, string) {
+		{name: "latency", build: func() (*figure, string) { return latencyChart(empty.Load) }, note: LoadGlob},
+		{name: "throughput without fixed rates", build: func() (*figure, string) {
 			return throughputChart([]*loadgen.Result{{Mode: loadgen.ModeSaturation, Throughput: 10}})
 		}, note: "fixed-rate"},
-		{name: "evaluate", build: func() (drawer, string) { return comparisonChart(CompareEvaluate, empty.Bench) }, note: "BenchmarkEvaluate/fixture=<f>/impl=native|wasm"},
-		{name: "soak", build: func() (drawer, string) { return soakChart(nil) }, note: SoakFile},
-		{name: "cold start", build: func() (drawer, string) { return coldStartChart(nil) }, note: ColdStartGlob},
+		{name: "evaluate", build: func() (*figure, string) { return comparisonChart(CompareEvaluate, empty.Bench) }, note: "BenchmarkEvaluate/fixture=<f>/impl=native|wasm"},
+		{name: "soak", build: func() (*figure, string) { return soakChart(nil) }, note: SoakFile},
+		{name: "cold start", build: func() (*figure, string) { return coldStartChart(nil) }, note: ColdStartGlob},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,22 +112,35 @@ func TestCharts_absentInput(t *testing.T) {
 
 func TestCharts_edgeCases(t *testing.T) {
 	t.Parallel()
+	one := newPlot("t", "", "x", "y")
+	require.NoError(t, addSeries(one, series{name: "s", color: palette[0], glyph: glyphCircle, points: plotter.XYs{{X: 1, Y: 1}}}, false))
+	logZero := newPlot("t", "", "", "")
+	require.NoError(t, addSeries(logZero, series{name: "s", color: palette[0], points: plotter.XYs{{}, {X: 1, Y: 10}, {X: 2, Y: 1000}}}, true))
+	logY(logZero)
+	onlyZeros := newPlot("t", "", "", "")
+	require.NoError(t, addSeries(onlyZeros, series{name: "s", color: palette[0], points: plotter.XYs{{}, {X: 1}}}, true))
+	addRefs(onlyZeros, []refLine{{value: 5, label: "target"}})
+	logY(onlyZeros)
+	missing, err := (&barFigure{title: "t", categories: []string{"a", "b"}, notes: []string{"x", "n/a"},
+		groups: []barGroup{{name: "g", color: palette[0], values: []float64{1, nan()}}}}).plot()
+	require.NoError(t, err)
+	empty, err := (&barFigure{title: "t"}).plot()
+	require.NoError(t, err)
 	tests := []struct {
-		name  string
-		chart drawer
+		name string
+		fig  *figure
 	}{
-		{name: "one point", chart: &lineChart{title: "t", xLabel: "x", yLabel: "y",
-			series: []series{{name: "s", color: palette[0], marker: markerCircle, points: []point{{1, 1}}}}}},
-		{name: "log axis with zero", chart: &lineChart{title: "t", yLog: true,
-			series: []series{{name: "s", color: palette[0], points: []point{{0, 0}, {1, 10}, {2, 1000}}}}}},
-		{name: "missing bar", chart: &barChart{title: "t", categories: []string{"a", "b"},
-			groups: []barGroup{{name: "g", color: palette[0], values: []float64{1, nan()}}}}},
-		{name: "no categories", chart: &barChart{title: "t"}},
+		{name: "one point", fig: single(one)},
+		{name: "log axis with zero", fig: single(logZero)},
+		{name: "log axis with nothing above zero", fig: single(onlyZeros)},
+		{name: "missing bar", fig: single(missing)},
+		{name: "no categories", fig: single(empty)},
+		{name: "no plots", fig: &figure{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			img := render(tc.chart)
+			img := render(tc.fig)
 			assert.Equal(t, image.Rect(0, 0, PlotWidth, PlotHeight), img.Bounds())
 		})
 	}
