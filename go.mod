@@ -14,7 +14,6 @@ require (
 	github.com/tidwall/gjson v1.20.0
 	github.com/tidwall/sjson v1.2.5
 	github.com/wapc/wapc-go v0.7.2
-	github.com/wapc/wapc-guest-tinygo v0.3.3
 	sigs.k8s.io/yaml v1.6.0
 )
 

@@ -21,7 +21,7 @@ type decision struct {
 	accepted bool
 	code     int
 	message  string
-	mutated  []byte   // the whole mutated object; nil when unchanged
+	mutation *edit    // how the object changes; nil when unchanged
 	warnings []string // admission warnings shown to the client
 	rule     string   // which rule decided, for the decision trace
 	kind     string
@@ -154,7 +154,7 @@ func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decisio
 		return accept("create: absent, ReplicaSet from a system user"), nil
 	}
 	d := accept("create: absent, inject")
-	d.mutated = cur.withAnnotation(appendJSONString(make([]byte, 0, jsonStringLen(want)), want))
+	d.mutation = &edit{meta: cur, token: appendJSONString(make([]byte, 0, jsonStringLen(want)), want)}
 	return d, nil
 }
 
@@ -187,7 +187,7 @@ func decideUpdate(r request, path []string, cur *podMeta) (decision, error) {
 		// A server-side apply or GitOps re-apply of a manifest that never
 		// had the annotation: keep the old value instead of failing.
 		d := accept("update: removed, restore")
-		d.mutated = cur.withAnnotation([]byte(oldToken))
+		d.mutation = &edit{meta: cur, token: []byte(oldToken)}
 		d.warnings = []string{warnRestored}
 		return d, nil
 	}

@@ -3,21 +3,7 @@
 // or workload as the annotation YuniKorn reads for queues, ACLs and quotas,
 // and refuses any attempt to forge or change it. docs/BEHAVIOUR.md is the
 // contract it implements; RATIONALE.md says why it is built this way.
+//
+// The Wasm entry points are in guest_wasm.go (the waPC ABI) and guest.go
+// (the operations); natively the package is its tests.
 package main
-
-import (
-	_ "github.com/kubewarden/policy-sdk-go/protocol" // registers protocol_version ("v1") in the Wasm build
-
-	wapc "github.com/wapc/wapc-guest-tinygo"
-)
-
-func main() {
-	logSink = func(line []byte) {
-		// A failed log call must not change the decision.
-		_, _ = wapc.HostCall("kubewarden", "tracing", "log", line)
-	}
-	wapc.RegisterFunctions(wapc.Functions{
-		"validate":          validate,
-		"validate_settings": validateSettings,
-	})
-}

@@ -128,12 +128,12 @@ func (pm *podMeta) annotation() (value, raw string, ok bool, err error) {
 	return str(v), v.Raw, ok, err
 }
 
-// withAnnotation returns a copy of the object with the user.info annotation
+// appendWithAnnotation appends the object with the user.info annotation
 // set to the JSON string token valueToken. Only that member is written: the
 // bytes before and after it are copied unchanged, so unknown fields, false
 // booleans, nulls, number spellings and key order all survive. Absent levels
 // (or null ones) are created as nested objects.
-func (pm *podMeta) withAnnotation(valueToken []byte) []byte {
+func (pm *podMeta) appendWithAnnotation(out, valueToken []byte) []byte {
 	// The deepest existing object, and the levels still to create below it.
 	levels := append(append([]string(nil), pm.path...), "annotations", AnnotationKey)
 	depth := len(pm.found) - 1 // pm.path[:depth] exist
@@ -155,7 +155,6 @@ func (pm *podMeta) withAnnotation(valueToken []byte) []byte {
 	}
 
 	existing, _ := member(parent, "", missing[0])
-	out := make([]byte, 0, len(pm.raw)+len(val)+len(missing[0])+8)
 	if existing.Exists() {
 		// An explicit null (or the old annotation value) is replaced in place.
 		out = append(out, pm.raw[:existing.Index]...)
@@ -173,6 +172,13 @@ func (pm *podMeta) withAnnotation(valueToken []byte) []byte {
 	out = append(out, ':')
 	out = append(out, val...)
 	return append(out, pm.raw[end:]...)
+}
+
+// edit is a mutation: the object of meta with the annotation set to token,
+// the JSON string to write as its value.
+type edit struct {
+	meta  *podMeta
+	token []byte
 }
 
 func trimSpace(b string) string {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -166,4 +167,21 @@ func TestCachedSettings_ownsItsKey(t *testing.T) {
 	out, err = validate(buf)
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `settings are not valid: settings.bypassAuth: must be a boolean, got number 12345`)
+}
+
+// The Wasm entry point reads every call's payload into one reused buffer,
+// and parsed settings hold views of the text they were parsed from: the
+// cache must parse its own copy, or the next call overwrites the cached
+// settings under the policy's feet.
+func TestCachedSettings_ownsItsValues(t *testing.T) {
+	buf := []byte(`{"userLabelKey":"owner.example.com/user","bypassAuth":true}`)
+	s, err := cachedSettings(gjson.Parse(unsafe.String(unsafe.SliceData(buf), len(buf))))
+	require.NoError(t, err)
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	assert.Equal(t, "owner.example.com/user", s.UserLabelKey)
+	again, err := cachedSettings(gjson.Parse(`{"userLabelKey":"owner.example.com/user","bypassAuth":true}`))
+	require.NoError(t, err)
+	assert.Same(t, s, again, "the same settings text is a cache hit")
 }

@@ -14,9 +14,14 @@ import (
 // out. Every input yields a response; nothing here returns an error, since
 // an error would be reported as a broken policy rather than a bad request.
 func validate(payload []byte) ([]byte, error) {
+	return appendValidate(nil, payload), nil
+}
+
+// appendValidate is validate appending its response to dst.
+func appendValidate(dst, payload []byte) []byte {
 	d := evaluate(payload)
 	logDecision(d)
-	return d.appendResponse(make([]byte, 0, 64+len(d.mutated))), nil
+	return d.appendResponse(dst)
 }
 
 // payloadFields are the members of a ValidationRequest.
@@ -104,10 +109,13 @@ func cachedSettings(raw gjson.Result) (*Settings, error) {
 	if settingsCache.valid && settingsCache.raw == raw.Raw {
 		return settingsCache.settings, settingsCache.err
 	}
-	s, err := parseSettings(raw)
-	// The key is cloned: raw.Raw is a view of a payload that the caller
-	// may reuse once the call returns.
-	settingsCache.raw, settingsCache.settings, settingsCache.err, settingsCache.valid = strings.Clone(raw.Raw), s, err, true
+	// raw is a view of a payload that the caller reuses once the call
+	// returns (the Wasm entry point keeps one buffer for every call), and
+	// the parsed settings hold views of what they were parsed from: both
+	// are made from a copy that the cache owns.
+	own := strings.Clone(raw.Raw)
+	s, err := parseSettings(gjson.Parse(own))
+	settingsCache.raw, settingsCache.settings, settingsCache.err, settingsCache.valid = own, s, err, true
 	return s, err
 }
 
@@ -128,9 +136,11 @@ func (d decision) appendResponse(b []byte) []byte {
 		b = append(b, `,"code":`...)
 		b = strconv.AppendInt(b, int64(d.code), 10)
 	}
-	if d.mutated != nil {
+	if d.mutation != nil {
+		// The mutated object is written straight into the response: no
+		// copy of the object is made on its own.
 		b = append(b, `,"mutated_object":`...)
-		b = append(b, d.mutated...)
+		b = d.mutation.meta.appendWithAnnotation(b, d.mutation.token)
 	}
 	if len(d.warnings) > 0 {
 		b = append(b, `,"warnings":[`...)
