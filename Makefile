@@ -104,9 +104,11 @@ fuzz: ## A short, bounded fuzz run of each target (FUZZTIME, default 10s)
 	  $(GO) test ./policy -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) >/dev/null || { \
 	    $(GO) test ./policy -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) | tail -30; exit 1; }; \
 	done
-	@echo "fuzz FuzzCreatePatch ($(FUZZTIME))"; mkdir -p $(BUILD)
-	@$(GO) test ./host/admission -run '^$$' -fuzz '^FuzzCreatePatch$$' -fuzztime $(FUZZTIME) >$(BUILD)/fuzz.log 2>&1 || { \
-	  tail -30 $(BUILD)/fuzz.log; echo "failing input saved under host/admission/testdata/fuzz/"; exit 1; }
+	@mkdir -p $(BUILD); for f in FuzzCreatePatch FuzzCheckDepth; do \
+	  echo "fuzz $$f ($(FUZZTIME))"; \
+	  $(GO) test ./host/admission -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) >$(BUILD)/fuzz.log 2>&1 || { \
+	    tail -30 $(BUILD)/fuzz.log; echo "failing input saved under host/admission/testdata/fuzz/"; exit 1; }; \
+	done
 
 .PHONY: artifacthub
 artifacthub: ## Regenerate artifacthub/ from metadata.yml (createdAt is kept while the version is unchanged)

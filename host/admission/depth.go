@@ -1,6 +1,9 @@
 package admission
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+)
 
 // CheckDepth returns an error if the JSON text data nests arrays and
 // objects more than limit levels deep. It looks only at brackets outside
@@ -12,21 +15,17 @@ import "fmt"
 // guest trap, which fails closed but says nothing useful. Real Kubernetes
 // objects nest a few dozen levels at most.
 func CheckDepth(data []byte, limit int) error {
-	depth, inString := 0, false
+	depth := 0
 	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++ // the escaped byte cannot end the string
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+		switch data[i] {
 		case '"':
-			inString = true
+			// Skip to the closing quote: the next quote not escaped, found
+			// with IndexByte, as most of a Kubernetes object is strings.
+			end := stringEnd(data, i+1)
+			if end < 0 {
+				return nil // unterminated: the validator says so
+			}
+			i = end
 		case '{', '[':
 			depth++
 			if depth > limit {
@@ -37,4 +36,26 @@ func CheckDepth(data []byte, limit int) error {
 		}
 	}
 	return nil
+}
+
+// stringEnd returns the index of the quote that closes the string whose
+// contents start at from, or -1 if there is none. A quote preceded by an
+// odd number of backslashes is escaped.
+func stringEnd(data []byte, from int) int {
+	for from <= len(data) {
+		q := bytes.IndexByte(data[from:], '"')
+		if q < 0 {
+			return -1
+		}
+		q += from
+		backslashes := 0
+		for j := q - 1; j >= from && data[j] == '\\'; j-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return q
+		}
+		from = q + 1
+	}
+	return -1
 }

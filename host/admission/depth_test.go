@@ -36,3 +36,50 @@ func TestCheckDepth(t *testing.T) {
 		})
 	}
 }
+
+// checkDepthByByte is the plain byte-by-byte scan that CheckDepth speeds
+// up; the fuzz target holds them to the same answers.
+func checkDepthByByte(data []byte, limit int) bool {
+	depth, inString := 0, false
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			depth++
+			if depth > limit {
+				return false
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return true
+}
+
+func FuzzCheckDepth(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":"c\"[[["}]}`, `"\\\\"[[`, `["\\"]`, `[[["\\\"[[["]]]`, `"unterminated [[[`, `{}`} {
+		f.Add([]byte(s), 2)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, limit int) {
+		limit = limit%8 + 1
+		if limit < 1 {
+			limit += 8
+		}
+		want := checkDepthByByte(data, limit)
+		got := CheckDepth(data, limit) == nil
+		if got != want {
+			t.Fatalf("CheckDepth(%q, %d) ok=%v, byte-by-byte scan ok=%v", data, limit, got, want)
+		}
+	})
+}

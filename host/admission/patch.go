@@ -66,6 +66,12 @@ func diffDocuments(ctx context.Context, original, mutated []byte) ([]patchOp, er
 	if !validJSON(mutated) {
 		return nil, fmt.Errorf("decode mutated document: %w", invalidError(mutated))
 	}
+	return diffValid(ctx, original, mutated)
+}
+
+// diffValid is diffDocuments for two documents known to be valid JSON no
+// deeper than maxDepth: parts of documents validated as they were parsed.
+func diffValid(ctx context.Context, original, mutated []byte) ([]patchOp, error) {
 	d := differ{ctx: ctx}
 	if err := d.diff("", rawResult(original), rawResult(mutated)); err != nil {
 		return nil, err

@@ -34,6 +34,10 @@ type ValidationResponse struct {
 	// MutatedObject is the whole object as the policy wants it; nil if the
 	// policy does not mutate.
 	MutatedObject json.RawMessage `json:"mutated_object,omitempty"`
+
+	// validMutated is MutatedObject as ParseValidationResponse set it, part
+	// of the answer it validated (see Request.validObject).
+	validMutated json.RawMessage
 	// AuditAnnotations are added to the audit event of the request.
 	AuditAnnotations map[string]string `json:"audit_annotations,omitempty"`
 	// Warnings are shown to the API client.
@@ -78,7 +82,7 @@ func ParseValidationResponse(data []byte) (*ValidationResponse, error) {
 		}
 	}
 	if raw, ok := obj["mutated_object"]; ok && !isNull(raw) {
-		vr.MutatedObject = raw
+		vr.MutatedObject, vr.validMutated = raw, raw
 	}
 	return vr, nil
 }
@@ -155,7 +159,12 @@ func respond(ctx context.Context, req *Request, vr *ValidationResponse) (*Respon
 	if req.Object == nil {
 		return nil, errMutateWithoutObject
 	}
-	ops, err := diffDocuments(ctx, req.Object, vr.MutatedObject)
+	diff := diffDocuments
+	if sameSlice(req.Object, req.validObject) && sameSlice(vr.MutatedObject, vr.validMutated) {
+		// Both are parts of documents validated as they were parsed.
+		diff = diffValid
+	}
+	ops, err := diff(ctx, req.Object, vr.MutatedObject)
 	if err != nil {
 		return nil, fmt.Errorf("create patch: %w", err)
 	}

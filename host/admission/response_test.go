@@ -109,6 +109,8 @@ func TestParseValidationResponse(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
+			assert.True(t, got.MutatedObject == nil || sameSlice(got.MutatedObject, got.validMutated), "the mutated object is marked as validated")
+			got.validMutated = nil
 			assert.Equal(t, tc.want, got)
 		})
 	}
@@ -375,4 +377,30 @@ func TestEvaluate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The differ trusts only what the parsers validated: an object swapped in
+// after parsing is validated again.
+func TestRespond_validatesReplacedObjects(t *testing.T) {
+	t.Parallel()
+	req, err := ParseRequest([]byte(`{"uid":"u","object":{"a":1}}`))
+	require.NoError(t, err)
+	vr, err := ParseValidationResponse([]byte(`{"accepted":true,"mutated_object":{"a":2}}`))
+	require.NoError(t, err)
+
+	resp, err := respond(context.Background(), req, vr)
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"op":"replace","path":"/a","value":2}]`, string(resp.Patch))
+
+	swapped := *req
+	swapped.Object = []byte(`{"a":1`)
+	_, err = respond(context.Background(), &swapped, vr)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "decode original document")
+
+	mutated := *vr
+	mutated.MutatedObject = []byte(`{"a":[`)
+	_, err = respond(context.Background(), req, &mutated)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "decode mutated document")
 }

@@ -52,6 +52,11 @@ type Request struct {
 	SubResource string
 	// UserName is request.userInfo.username.
 	UserName string
+
+	// validObject is Object as ParseRequest or ParseReview set it, part of
+	// a document they validated: while Object is still that slice, the
+	// differ does not validate it again.
+	validObject json.RawMessage
 }
 
 // ParseRequest reads an AdmissionRequest from data, which is either a bare
@@ -92,7 +97,19 @@ func ParseRequest(data []byte) (*Request, error) {
 // Errors name the field at fault. The Request refers to data, which must
 // not change while it is in use.
 func ParseReview(data []byte) (*Request, error) {
-	top, err := decodeObject(bytes.TrimSpace(data))
+	return ParseReviewDepth(data, maxDepth)
+}
+
+// ParseReviewDepth is ParseReview refusing, first, a document that nests
+// arrays and objects deeper than depthLimit (at most 10,000). A webhook
+// calls it with its own limit instead of checking the depth separately:
+// the bytes are scanned once for depth and once for validity.
+func ParseReviewDepth(data []byte, depthLimit int) (*Request, error) {
+	data = bytes.TrimSpace(data)
+	if err := CheckDepth(data, min(depthLimit, maxDepth)); err != nil {
+		return nil, fmt.Errorf("decode admission review: %w", err)
+	}
+	top, err := decodeDepthChecked(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode admission review: %w", err)
 	}
@@ -139,7 +156,7 @@ func newRequest(raw json.RawMessage, top map[string]json.RawMessage) (*Request, 
 		}
 	}
 	if v, ok := top["object"]; ok && !isNull(v) {
-		req.Object = v
+		req.Object, req.validObject = v, v
 	}
 
 	// The remaining fields only feed logs: a malformed one must not stop an
@@ -234,15 +251,30 @@ func Review(resp *Response) ([]byte, error) {
 // the API server's 3 MiB limit, and copying them per level would cost more
 // than the evaluation.
 func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	if !validJSON(data) {
+	if CheckDepth(data, maxDepth) != nil {
+		return nil, explainInvalid(data)
+	}
+	return decodeDepthChecked(data)
+}
+
+// decodeDepthChecked is decodeObject for data whose depth was checked.
+func decodeDepthChecked(data []byte) (map[string]json.RawMessage, error) {
+	if !gjson.ValidBytes(data) {
+		return nil, explainInvalid(data)
+	}
+	return members(data)
+}
+
+// explainInvalid says why data, which failed validation, is not valid.
+func explainInvalid(data []byte) error {
+	{
 		// Only to explain what is wrong, in encoding/json's words.
 		var v any
 		if err := json.Unmarshal(data, &v); err != nil {
-			return nil, err
+			return err
 		}
-		return nil, errors.New("invalid JSON")
+		return errors.New("invalid JSON")
 	}
-	return members(data)
 }
 
 // members is decodeObject for data already known to be valid JSON.
@@ -282,6 +314,12 @@ func stringField(obj map[string]json.RawMessage, key string) string {
 		_ = json.Unmarshal(v, &s) // not a string: leave ""
 	}
 	return s
+}
+
+// sameSlice reports whether a and b are the same bytes in memory, not
+// merely equal ones.
+func sameSlice(a, b []byte) bool {
+	return len(a) == len(b) && len(a) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // isNull reports whether raw (already valid JSON) is the literal null.

@@ -156,6 +156,8 @@ func TestParseRequest(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
+			assert.True(t, got.Object == nil || sameSlice(got.Object, got.validObject), "the object is marked as validated")
+			got.validObject = nil
 			assert.Equal(t, tc.want, got)
 		})
 	}

@@ -339,10 +339,7 @@ func (h *Handler) readRequest(w http.ResponseWriter, r *http.Request) (body []by
 
 // decodeReview decodes the AdmissionReview in body.
 func (h *Handler) decodeReview(body []byte) (*admission.Request, *rejection) {
-	if err := admission.CheckDepth(body, h.opts.MaxDepth); err != nil {
-		return nil, &rejection{http.StatusBadRequest, CauseBadRequest, fmt.Errorf("decode admission review: %w", err)}
-	}
-	req, err := admission.ParseReview(body)
+	req, err := admission.ParseReviewDepth(body, h.opts.MaxDepth)
 	if err != nil {
 		return nil, &rejection{http.StatusBadRequest, CauseBadRequest, err}
 	}
