@@ -98,8 +98,7 @@ benchtime_flag() { [[ -n "$BENCHTIME" ]] && printf -- '-benchtime=%s' "$BENCHTIM
 for f in "$BIN" "$LOADGEN"; do
   [[ -x "$f" ]] || { echo "missing $f: run make build loadgen (make bench does)"; exit 1; }
 done
-perfkit_out=$PERFKIT; [[ $perfkit_out = /* ]] || perfkit_out=$PWD/$perfkit_out
-(cd bench && "$GO" build -o "$perfkit_out" ./cmd/perfkit) || { echo "build perfkit failed"; exit 1; }
+build_perfkit || { echo "build perfkit failed"; exit 1; }
 
 mkdir -p "$OUT"
 # Results of the steps below only: the soak (make soak) is kept.

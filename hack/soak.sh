@@ -47,11 +47,10 @@ GO=${GO:-go}
 for f in "$BIN" "$LOADGEN"; do
   [[ -x "$f" ]] || { echo "missing $f: run make build loadgen (make soak does)"; exit 1; }
 done
-perfkit_out=$PERFKIT; [[ $perfkit_out = /* ]] || perfkit_out=$PWD/$perfkit_out
-(cd bench && "$GO" build -o "$perfkit_out" ./cmd/perfkit)
 
 # shellcheck source=hack/lib/serve.sh
 source "$(dirname "$0")/lib/serve.sh"
+build_perfkit
 
 tmp=$(mktemp -d)
 loadgen_pid=

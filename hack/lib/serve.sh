@@ -39,3 +39,11 @@ serve_stop() {
 machine_line() {
   echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(uname -r)"
 }
+
+# build_perfkit builds the bench module's perfkit into $PERFKIT (relative to
+# the repository root unless absolute).
+build_perfkit() {
+  local out=$PERFKIT
+  [[ $out = /* ]] || out=$PWD/$out
+  (cd bench && "$GO" build -o "$out" ./cmd/perfkit)
+}

@@ -266,15 +266,13 @@ func decodeDepthChecked(data []byte) (map[string]json.RawMessage, error) {
 }
 
 // explainInvalid says why data, which failed validation, is not valid.
+// Only called on failure: the error is in encoding/json's words.
 func explainInvalid(data []byte) error {
-	{
-		// Only to explain what is wrong, in encoding/json's words.
-		var v any
-		if err := json.Unmarshal(data, &v); err != nil {
-			return err
-		}
-		return errors.New("invalid JSON")
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
 	}
+	return errors.New("invalid JSON")
 }
 
 // members is decodeObject for data already known to be valid JSON.

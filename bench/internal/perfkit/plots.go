@@ -233,6 +233,18 @@ type series struct {
 	points plotter.XYs
 }
 
+// glyphStyle is how s marks its points.
+func (s series) glyphStyle() draw.GlyphStyle {
+	return draw.GlyphStyle{Color: s.color, Radius: vg.Points(3.5), Shape: s.glyph.drawer(s.hollow)}
+}
+
+// legendGlyph is a legend thumbnail that is only a marker.
+type legendGlyph draw.GlyphStyle
+
+func (g legendGlyph) Thumbnail(c *draw.Canvas) {
+	c.DrawGlyph(draw.GlyphStyle(g), c.Center())
+}
+
 // addSeries draws s on p. On a logarithmic axis the points at or below
 // zero, which it cannot show, are left out.
 func addSeries(p *plot.Plot, s series, logY bool) error {
@@ -259,15 +271,13 @@ func addSeries(p *plot.Plot, s series, logY bool) error {
 		if err != nil {
 			return fmt.Errorf("series %q: %w", s.name, err)
 		}
-		sc.GlyphStyle = draw.GlyphStyle{Color: s.color, Radius: vg.Points(3.5), Shape: s.glyph.drawer(s.hollow)}
+		sc.GlyphStyle = s.glyphStyle()
 		p.Add(sc)
 		thumbs = append(thumbs, sc)
 	}
 	if s.name != "" {
-		if len(thumbs) == 0 { // a legend-only entry
-			sc, _ := plotter.NewScatter(plotter.XYs{})
-			sc.GlyphStyle = draw.GlyphStyle{Color: s.color, Radius: vg.Points(3.5), Shape: s.glyph.drawer(s.hollow)}
-			thumbs = append(thumbs, sc)
+		if len(thumbs) == 0 { // a legend-only entry: its marker
+			thumbs = append(thumbs, legendGlyph(s.glyphStyle()))
 		}
 		p.Legend.Add(s.name, thumbs...)
 	}
