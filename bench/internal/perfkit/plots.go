@@ -204,16 +204,16 @@ const (
 
 func (g glyph) drawer(hollow bool) draw.GlyphDrawer {
 	switch g {
-	case glyphSquare:
+	case glyphSquare: // gonum's SquareGlyph is the outline, BoxGlyph the filled one
 		if hollow {
-			return draw.BoxGlyph{}
+			return draw.SquareGlyph{}
 		}
-		return draw.SquareGlyph{}
-	case glyphTriangle:
+		return draw.BoxGlyph{}
+	case glyphTriangle: // likewise TriangleGlyph and PyramidGlyph
 		if hollow {
-			return draw.PyramidGlyph{}
+			return draw.TriangleGlyph{}
 		}
-		return draw.TriangleGlyph{}
+		return draw.PyramidGlyph{}
 	default:
 		if hollow {
 			return draw.RingGlyph{}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/yunikorn-userinfo/userinfo/bench/internal/loadgen"
 )
@@ -202,4 +203,16 @@ func TestReadInputs_badFile(t *testing.T) {
 	_, err := ReadInputs(dir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "load-100.json")
+}
+
+// Filled markers are the measured rates, hollow ones the saturation run:
+// the two must not be swapped for any shape.
+func TestGlyphs_filledAndHollow(t *testing.T) {
+	t.Parallel()
+	filled := map[glyph]any{glyphCircle: draw.CircleGlyph{}, glyphSquare: draw.BoxGlyph{}, glyphTriangle: draw.PyramidGlyph{}}
+	hollow := map[glyph]any{glyphCircle: draw.RingGlyph{}, glyphSquare: draw.SquareGlyph{}, glyphTriangle: draw.TriangleGlyph{}}
+	for g, want := range filled {
+		assert.Equal(t, want, g.drawer(false))
+		assert.Equal(t, hollow[g], g.drawer(true))
+	}
 }
