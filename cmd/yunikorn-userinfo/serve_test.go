@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -381,14 +382,31 @@ func TestServe_certificateRotation(t *testing.T) {
 	require.Eventually(t, func() bool { return servedSerial().Cmp(second) == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the new certificate is served")
 
+	// rotate writes the key before the certificate, so a poll between the
+	// two renames may already have counted one failed reload (a key that
+	// does not match the certificate); the broken update must add another.
+	failedBefore := failedCertReloads(t, scrape(t, s.metrics))
 	writeAtomically(t, tlsf.certFile, []byte("-----BEGIN CERTIFICATE-----\ngarbage\n"))
 	require.Eventually(t, func() bool {
-		return strings.Contains(scrape(t, s.metrics), `yunikorn_userinfo_tls_reloads_total{outcome="failed",what="certificate"} 1`)
+		return failedCertReloads(t, scrape(t, s.metrics)) > failedBefore
 	}, 10*time.Second, 10*time.Millisecond, "the broken update was seen")
 	assert.Equal(t, 0, servedSerial().Cmp(second), "the last good certificate stays")
 
 	third := tlsf.rotate(t)
 	require.Eventually(t, func() bool { return servedSerial().Cmp(third) == 0 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// failedCertReloads reads the failed-certificate-reload counter from a
+// metrics scrape; a counter not yet exported reads as zero.
+func failedCertReloads(t *testing.T, metrics string) int {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^yunikorn_userinfo_tls_reloads_total\{outcome="failed",what="certificate"\} (\d+)$`).FindStringSubmatch(metrics)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	return n
 }
 
 // TestServe_clientCA: with --client-ca-file only clients with a certificate
