@@ -78,16 +78,19 @@ vet: ## go vet and gofmt
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: lint
-lint: ## staticcheck (2026.2.2) of the root and bench modules, and go mod tidy left nothing to do in either
+lint: ## staticcheck (2026.2.2) of the root, bench and release modules, and go mod tidy left nothing to do in any
 	$(GO) run $(STATICCHECK) ./...
 	cd bench && $(GO) run $(STATICCHECK) ./...
+	cd release && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 	@cd bench && $(GO) mod tidy -diff || { echo "bench/go.mod is not tidy: run go mod tidy in bench/"; exit 1; }
+	@cd release && $(GO) mod tidy -diff || { echo "release/go.mod is not tidy: run go mod tidy in release/"; exit 1; }
 
 .PHONY: test
 test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 make bench): unit, fixture (native, wasm, CLI, webhook), second-host, manifest and fuzz-smoke tests
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory test-bench-tools
+	$(MAKE) --no-print-directory test-release
 	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory check-embedded
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
@@ -117,6 +120,10 @@ artifacthub: ## Regenerate artifacthub/ from metadata.yml (createdAt is kept whi
 .PHONY: test-bench-tools
 test-bench-tools: policy ## Tests of the bench module: load generator, perfkit, fixture generator, YuniKorn peer answers
 	cd bench && POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./cmd/... ./internal/... ./peer/...
+
+.PHONY: test-release
+test-release: build ## Push and pull the policy through a real registry (CNCF distribution v3, built once into ~/.cache/yunikorn-userinfo/registry, on 127.0.0.1 with TLS and basic auth)
+	cd release && YUNIKORN_USERINFO_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -timeout 20m ./...
 
 .PHONY: test-manifests
 test-manifests: ## Check every YAML file of the repository (nested module test/manifests)

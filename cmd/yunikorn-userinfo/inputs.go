@@ -7,7 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/admission"
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/fetch"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
 	"github.com/yunikorn-userinfo/userinfo/host/webhook"
 )
@@ -69,13 +70,13 @@ type evalInputs struct {
 	request    *admission.Request
 }
 
-func (a *app) readEvalInputs(args []string, f *evalFlags) (*evalInputs, error) {
+func (a *app) readEvalInputs(ctx context.Context, args []string, f *evalFlags) (*evalInputs, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
 	in := &evalInputs{}
 	var err error
-	if in.moduleName, in.module, err = a.readModule(args); err != nil {
+	if in.moduleName, in.module, err = a.readModule(ctx, args); err != nil {
 		return nil, err
 	}
 	if in.settings, err = readSettings(f.settingsPath, f.settingsJSON); err != nil {
@@ -91,24 +92,76 @@ func (a *app) readEvalInputs(args []string, f *evalFlags) (*evalInputs, error) {
 	return in, nil
 }
 
-// readModule reads the MODULE argument, a local path optionally prefixed
-// with file:// as kwctl accepts it, or the embedded policy without one.
-func (a *app) readModule(args []string) (string, []byte, error) {
+// readModule reads the MODULE argument: a local path (file:// optional),
+// https://HOST/PATH or registry://HOST/REPOSITORY[:TAG|@DIGEST], as kwctl
+// accepts them, or the embedded policy without one. Remote modules are
+// checked against their digest and kept in the module store.
+func (a *app) readModule(ctx context.Context, args []string) (string, []byte, error) {
 	if len(args) == 0 || args[0] == "" {
 		return embeddedName, a.policy, nil
 	}
-	path := args[0]
-	if scheme, rest, ok := strings.Cut(path, "://"); ok {
-		if scheme != "file" {
-			return "", nil, fmt.Errorf("unsupported module location %q: only local files (path or file://path) are supported", path)
-		}
-		path = rest
-	}
-	data, err := os.ReadFile(path)
+	loc, err := fetch.ParseLocation(args[0])
 	if err != nil {
-		return "", nil, fmt.Errorf("read module: %w", err)
+		return "", nil, err
 	}
-	return path, data, nil
+	if loc.Scheme == fetch.SchemeFile {
+		data, err := os.ReadFile(loc.Path)
+		if err != nil {
+			return "", nil, fmt.Errorf("read module: %w", err)
+		}
+		return loc.Path, data, nil
+	}
+	f, err := a.fetcher()
+	if err != nil {
+		return "", nil, err
+	}
+	m, err := f.Fetch(ctx, args[0])
+	if err != nil {
+		return "", nil, err
+	}
+	name := args[0]
+	if m.Manifest != "" {
+		name += " (manifest " + m.Manifest.String() + ")"
+	}
+	if logger, err := a.logger(); err == nil {
+		logger.InfoContext(ctx, "module fetched", "module", args[0], "digest", m.Digest.String(),
+			"manifest", m.Manifest.String(), "stored", m.Path)
+	}
+	return name, m.Wasm, nil
+}
+
+// fetcher builds the module fetcher from the global flags.
+func (a *app) fetcher() (*fetch.Fetcher, error) {
+	logger, err := a.logger()
+	if err != nil {
+		return nil, err
+	}
+	opts := fetch.Options{
+		StoreDir:        a.global.storeDir,
+		DockerConfigDir: a.global.dockerConfigDir,
+		Logger:          logger,
+	}
+	path := a.global.sourcesPath
+	if path == "" {
+		// Like kwctl, a sources file in the user's configuration directory
+		// applies without the flag.
+		if dir, err := os.UserConfigDir(); err == nil {
+			if candidate := filepath.Join(dir, "yunikorn-userinfo", "sources.yaml"); fileExists(candidate) {
+				path = candidate
+			}
+		}
+	}
+	if path != "" {
+		if opts.Sources, err = fetch.ReadSources(path); err != nil {
+			return nil, err
+		}
+	}
+	return fetch.New(opts)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func (a *app) readFileOrStdin(path string) ([]byte, error) {
@@ -146,7 +199,7 @@ func (a *app) openEval(ctx context.Context, args []string, f *evalFlags) (*evalS
 	if err != nil {
 		return nil, err
 	}
-	in, err := a.readEvalInputs(args, f)
+	in, err := a.readEvalInputs(ctx, args, f)
 	if err != nil {
 		return nil, err
 	}

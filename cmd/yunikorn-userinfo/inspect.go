@@ -36,11 +36,11 @@ with --output json as the raw section content, compact JSON as kwctl wrote it.`,
 	return cmd
 }
 
-func (a *app) runInspect(_ context.Context, args []string, f *inspectFlags) error {
+func (a *app) runInspect(ctx context.Context, args []string, f *inspectFlags) error {
 	if f.output != "yaml" && f.output != "json" {
 		return fmt.Errorf("invalid --output %q: want yaml or json", f.output)
 	}
-	name, wasm, err := a.readModule(args)
+	name, wasm, err := a.readModule(ctx, args)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,10 @@ type globalFlags struct {
 	logFormat string
 	verbose   bool
 	cacheDir  string
+	// Module fetching (registry:// and https:// modules).
+	sourcesPath     string
+	dockerConfigDir string
+	storeDir        string
 }
 
 // app is the state one command line execution shares across commands.
@@ -55,7 +59,9 @@ MODULE argument, commands use the embedded yunikorn-user-info policy, which
 records the submitting user in the yunikorn.apache.org/user.info annotation.
 
 The run, bench, annotate and inspect commands behave like the kwctl commands
-of the same name, for local files.`,
+of the same name. MODULE is a local file (file:// optional), https://HOST/PATH
+or registry://HOST/REPOSITORY[:TAG|@DIGEST]; push writes the artifact
+kwctl push writes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -72,12 +78,17 @@ of the same name, for local files.`,
 	pf.StringVar(&a.global.logFormat, "log-format", "text", "log format on stderr: text or json")
 	pf.StringVar(&a.global.cacheDir, "cache-dir", "", "keep compiled modules in this directory (wazero compilation cache); default: compile every time")
 
+	pf.StringVar(&a.global.sourcesPath, "sources-path", "", "YAML file of insecure registries and private certificate authorities, in the shape of Kubewarden's sources.yaml (default: yunikorn-userinfo/sources.yaml in the user's configuration directory, if present)")
+	pf.StringVar(&a.global.dockerConfigDir, "docker-config-json-path", "", "directory of the config.json holding registry credentials (default: $DOCKER_CONFIG, else ~/.docker)")
+	pf.StringVar(&a.global.storeDir, "store-dir", "", "where registry:// and https:// modules are kept once fetched (default: yunikorn-userinfo/store in the user's cache directory)")
+
 	root.AddCommand(
 		newRunCommand(a),
 		newServeCommand(a),
 		newBenchCommand(a),
 		newAnnotateCommand(a),
 		newInspectCommand(a),
+		newPushCommand(a),
 		newVersionCommand(a),
 		newScaffoldCommand(a),
 	)

@@ -192,7 +192,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		return err
 	}
 	applyMemoryLimit(logger)
-	name, module, err := a.readModule(args)
+	name, module, err := a.readModule(ctx, args)
 	if err != nil {
 		return err
 	}
