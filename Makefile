@@ -58,6 +58,27 @@ check-embedded: annotated ## Fail if the embedded module differs from a fresh, r
 build: ## Build the CLI into build/yunikorn-userinfo
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BINARY) ./cmd/yunikorn-userinfo
 
+# The release: version from metadata.yml, timestamps from the commit.
+VERSION     ?= $(shell sed -n 's/^  io.kubewarden.policy.version: //p' metadata.yml)
+SOURCE_URL  := https://github.com/yunikorn-userinfo/userinfo
+IMAGE_DIR   := $(BUILD)/image
+IMAGE_ARCHS := amd64 arm64
+
+.PHONY: image-binaries
+image-binaries: ## Static binaries for the image, one per architecture, into build/image-bin/ARCH
+	@for arch in $(IMAGE_ARCHS); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
+	    -o $(BUILD)/image-bin/$$arch/yunikorn-userinfo ./cmd/yunikorn-userinfo || exit 1; \
+	done
+
+.PHONY: image
+image: image-binaries ## Container image of the webhook (linux/amd64, linux/arm64) as an OCI layout in build/image; reproducible from the commit
+	cd release && $(GO) run ./cmd/image -o $(CURDIR)/$(IMAGE_DIR) \
+	  --created $$(git log -1 --format=%ct) --revision $$(git rev-parse HEAD) --version $(VERSION) \
+	  --source $(SOURCE_URL) --license Apache-2.0 \
+	  --description "Admission webhook recording who submitted a workload in yunikorn.apache.org/user.info" \
+	  $(foreach a,$(IMAGE_ARCHS),--platform linux/$(a)=$(CURDIR)/$(BUILD)/image-bin/$(a)/yunikorn-userinfo)
+
 .PHONY: serve-local
 serve-local: ## Serve the embedded policy on https://127.0.0.1:8443 with a throwaway self-signed certificate
 	$(GO) run ./cmd/yunikorn-userinfo serve --self-signed --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9090 --log-format text
@@ -122,8 +143,8 @@ test-bench-tools: policy ## Tests of the bench module: load generator, perfkit, 
 	cd bench && POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./cmd/... ./internal/... ./peer/...
 
 .PHONY: test-release
-test-release: build ## Push and pull the policy through a real registry (CNCF distribution v3, built once into ~/.cache/yunikorn-userinfo/registry, on 127.0.0.1 with TLS and basic auth)
-	cd release && YUNIKORN_USERINFO_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -timeout 20m ./...
+test-release: build image ## Release tests: the policy and the image pushed to and pulled from a real registry (CNCF distribution v3, built once into ~/.cache/yunikorn-userinfo/registry, on 127.0.0.1 with TLS and basic auth), the image run unpacked, and two builds of it compared
+	cd release && YUNIKORN_USERINFO_BINARY=$(CURDIR)/$(BINARY) YUNIKORN_IMAGE_LAYOUT=$(CURDIR)/$(IMAGE_DIR) $(GO) test -count=1 -timeout 20m ./...
 
 .PHONY: test-manifests
 test-manifests: ## Check every YAML file of the repository (nested module test/manifests)
