@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -97,14 +98,18 @@ func (a *app) readEvalInputs(ctx context.Context, args []string, f *evalFlags) (
 // accepts them, or the embedded policy without one. Remote modules are
 // checked against their digest and kept in the module store.
 func (a *app) readModule(ctx context.Context, args []string) (string, []byte, error) {
+	verifying := a.global.verificationConfig != "" || len(a.global.verificationKeys) > 0
 	if len(args) == 0 || args[0] == "" {
+		if verifying {
+			return "", nil, errors.New("signature verification applies to registry:// modules; name one (the embedded policy is part of this binary)")
+		}
 		return embeddedName, a.policy, nil
 	}
 	loc, err := fetch.ParseLocation(args[0])
 	if err != nil {
 		return "", nil, err
 	}
-	if loc.Scheme == fetch.SchemeFile {
+	if loc.Scheme == fetch.SchemeFile && !verifying {
 		data, err := os.ReadFile(loc.Path)
 		if err != nil {
 			return "", nil, fmt.Errorf("read module: %w", err)
@@ -156,7 +161,38 @@ func (a *app) fetcher() (*fetch.Fetcher, error) {
 			return nil, err
 		}
 	}
+	if opts.Verification, err = a.verification(); err != nil {
+		return nil, err
+	}
 	return fetch.New(opts)
+}
+
+// verification builds the signature requirements from the global flags:
+// a config file, or keys (with annotations), not both.
+func (a *app) verification() (*fetch.Verification, error) {
+	g := a.global
+	switch {
+	case g.verificationConfig != "" && len(g.verificationKeys) > 0:
+		return nil, errors.New("--verification-config-path and --verification-key exclude each other: put the keys in the config")
+	case g.verificationConfig != "":
+		if len(g.verificationAnnotations) > 0 {
+			return nil, errors.New("--verification-annotation goes with --verification-key; a config file states annotations per signature")
+		}
+		return fetch.ReadVerification(g.verificationConfig)
+	case len(g.verificationKeys) > 0:
+		keys := map[string][]byte{}
+		for _, path := range g.verificationKeys {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return nil, fmt.Errorf("read --verification-key: %w", err)
+			}
+			keys["--verification-key "+path] = data
+		}
+		return fetch.KeysVerification(keys, g.verificationAnnotations)
+	case len(g.verificationAnnotations) > 0:
+		return nil, errors.New("--verification-annotation needs --verification-key")
+	}
+	return nil, nil
 }
 
 func fileExists(path string) bool {

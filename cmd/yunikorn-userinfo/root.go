@@ -40,6 +40,10 @@ type globalFlags struct {
 	sourcesPath     string
 	dockerConfigDir string
 	storeDir        string
+	// Signature verification of registry modules.
+	verificationConfig      string
+	verificationKeys        []string
+	verificationAnnotations map[string]string
 }
 
 // app is the state one command line execution shares across commands.
@@ -81,6 +85,10 @@ kwctl push writes.`,
 	pf.StringVar(&a.global.sourcesPath, "sources-path", "", "YAML file of insecure registries and private certificate authorities, in the shape of Kubewarden's sources.yaml (default: yunikorn-userinfo/sources.yaml in the user's configuration directory, if present)")
 	pf.StringVar(&a.global.dockerConfigDir, "docker-config-json-path", "", "directory of the config.json holding registry credentials (default: $DOCKER_CONFIG, else ~/.docker)")
 	pf.StringVar(&a.global.storeDir, "store-dir", "", "where registry:// and https:// modules are kept once fetched (default: yunikorn-userinfo/store in the user's cache directory)")
+
+	pf.StringVar(&a.global.verificationConfig, "verification-config-path", "", "verify registry:// modules against this verification config (Kubewarden's format, apiVersion v1, pubKey signatures)")
+	pf.StringArrayVarP(&a.global.verificationKeys, "verification-key", "k", nil, "verify registry:// modules: require a cosign signature by this PEM public key (repeatable; all are required)")
+	pf.StringToStringVarP(&a.global.verificationAnnotations, "verification-annotation", "a", nil, "with --verification-key: the signatures must carry this annotation (KEY=VALUE, repeatable)")
 
 	root.AddCommand(
 		newRunCommand(a),

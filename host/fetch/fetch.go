@@ -49,6 +49,9 @@ type Options struct {
 	MaxModuleBytes int64
 	// Logger receives protocol fallbacks. Default: discard.
 	Logger *slog.Logger
+	// Verification, if set, is what registry modules must be signed with;
+	// modules from anywhere else are then refused. Default: no checks.
+	Verification *Verification
 }
 
 // Defaults of Options.
@@ -128,6 +131,9 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Module, error) {
 	loc, err := ParseLocation(raw)
 	if err != nil {
 		return nil, err
+	}
+	if f.opts.Verification != nil && loc.Scheme != SchemeRegistry {
+		return nil, fmt.Errorf("fetch %s: signature verification is configured, and only registry:// modules carry signatures", raw)
 	}
 	if loc.Scheme == SchemeFile {
 		wasm, err := os.ReadFile(loc.Path)

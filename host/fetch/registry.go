@@ -64,6 +64,13 @@ func (f *Fetcher) pullPolicy(ctx context.Context, loc Location) (*Module, error)
 		if err != nil {
 			return permanent{err}
 		}
+		if f.opts.Verification != nil {
+			// The manifest names the layer by digest, and the layer is
+			// checked against it below: a signed manifest covers the module.
+			if err := verify(ctx, repo, desc.Digest, f.opts.Verification); err != nil {
+				return permanent{err}
+			}
+		}
 		lrc, err := repo.Fetch(ctx, layer)
 		if err != nil {
 			return explainRegistryError(loc.Ref, err)
