@@ -79,6 +79,24 @@ image: image-binaries ## Container image of the webhook (linux/amd64, linux/arm6
 	  --description "Admission webhook recording who submitted a workload in yunikorn.apache.org/user.info" \
 	  $(foreach a,$(IMAGE_ARCHS),--platform linux/$(a)=$(CURDIR)/$(BUILD)/image-bin/$(a)/yunikorn-userinfo)
 
+RELEASE_DIR := $(BUILD)/release
+
+.PHONY: release
+release: annotated image ## Everything a release ships into build/release: binaries, image (OCI layout tarball), policy module and its OCI manifest, CycloneDX SBOMs, release.json, SHA256SUMS
+	cd release && $(GO) run ./cmd/release assemble -o $(CURDIR)/$(RELEASE_DIR) \
+	  --version $(VERSION) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%ct) \
+	  --source $(SOURCE_URL) --license Apache-2.0 --policy $(CURDIR)/$(ANNOTATED) \
+	  --image $(CURDIR)/$(IMAGE_DIR) --module-dir $(CURDIR) \
+	  $(foreach a,$(IMAGE_ARCHS),--binary linux/$(a)=$(CURDIR)/$(BUILD)/image-bin/$(a)/yunikorn-userinfo)
+	cd $(RELEASE_DIR) && sha256sum --check --quiet SHA256SUMS && ls -l
+
+.PHONY: publish
+publish: release ## Push build/release to REGISTRY (HOST/ORG): image, policy, cosign signatures with COSIGN_KEY (password in COSIGN_PASSWORD), SBOMs as referrers
+	@[[ -n "$(REGISTRY)" ]] || { echo "set REGISTRY=HOST/ORG"; exit 1; }
+	cd release && $(GO) run ./cmd/release publish -d $(CURDIR)/$(RELEASE_DIR) \
+	  --image $(REGISTRY)/yunikorn-userinfo --policy $(REGISTRY)/policies/yunikorn-user-info \
+	  $(if $(COSIGN_KEY),--key $(abspath $(COSIGN_KEY))) $(if $(REGISTRY_CA_FILE),--ca-file $(abspath $(REGISTRY_CA_FILE)))
+
 .PHONY: serve-local
 serve-local: ## Serve the embedded policy on https://127.0.0.1:8443 with a throwaway self-signed certificate
 	$(GO) run ./cmd/yunikorn-userinfo serve --self-signed --listen 127.0.0.1:8443 --metrics-listen 127.0.0.1:9090 --log-format text

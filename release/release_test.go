@@ -1,0 +1,193 @@
+package release
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	cdx "github.com/CycloneDX/cyclonedx-go"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"oras.land/oras-go/v2/content"
+
+	"github.com/yunikorn-userinfo/userinfo/release/internal/bundle"
+)
+
+// releaseOptions assembles from what make test-release built: the image
+// layout, its binaries, and the embedded policy (which make check-embedded
+// proves equal to a fresh TinyGo build).
+func releaseOptions(t *testing.T, out string) bundle.Options {
+	t.Helper()
+	layoutDir := os.Getenv("YUNIKORN_IMAGE_LAYOUT")
+	if layoutDir == "" {
+		layoutDir = "../build/image"
+	}
+	bins := map[string]string{}
+	for _, arch := range []string{"amd64", "arm64"} {
+		bins["linux/"+arch] = filepath.Join(filepath.Dir(layoutDir), "image-bin", arch, "yunikorn-userinfo")
+	}
+	return bundle.Options{
+		Out: out, Version: "0.0.0-test", Revision: strings.Repeat("ab", 20), Source: "https://example.com/src", License: "Apache-2.0",
+		Created: time.Unix(1_700_000_000, 0), Binaries: bins, Policy: "../cmd/yunikorn-userinfo/policy.wasm",
+		ImageLayout: layoutDir, ModuleDir: "..",
+	}
+}
+
+// TestRelease_assemble checks the release directory: every file summed in
+// SHA256SUMS, every digest of release.json true, SBOMs that describe their
+// subject (hash and modules), and the same bytes from a second assembly.
+func TestRelease_assemble(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "release")
+	rel, err := bundle.Assemble(t.Context(), releaseOptions(t, dir))
+	require.NoError(t, err)
+
+	sums := readSums(t, filepath.Join(dir, bundle.SumsFile))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, sums, len(entries)-1, "every file but SHA256SUMS is summed")
+	for name, want := range sums {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		got := sha256.Sum256(data)
+		assert.Equal(t, want, hex.EncodeToString(got[:]), name)
+	}
+
+	idx := imageLayout(t)
+	d, err := idx.Digest()
+	require.NoError(t, err)
+	assert.Equal(t, d.String(), rel.Image.Index)
+	manifest, err := os.ReadFile(filepath.Join(dir, rel.Policy.Manifest))
+	require.NoError(t, err)
+	assert.Equal(t, digest.FromBytes(manifest).String(), rel.Policy.ManifestDigest)
+
+	checkSBOM := func(file, subjectFile string, want, notWant []string) {
+		t.Helper()
+		raw, err := os.ReadFile(filepath.Join(dir, file))
+		require.NoError(t, err)
+		var bom cdx.BOM
+		require.NoError(t, cdx.NewBOMDecoder(bytes.NewReader(raw), cdx.BOMFileFormatJSON).Decode(&bom))
+		assert.Equal(t, cdx.SpecVersion1_6, bom.SpecVersion)
+		require.NotNil(t, bom.Metadata)
+		assert.Equal(t, "2023-11-14T22:13:20Z", bom.Metadata.Timestamp, "the commit's time")
+		require.NotNil(t, bom.Metadata.Component.Hashes)
+		assert.Equal(t, sums[subjectFile], (*bom.Metadata.Component.Hashes)[0].Value, "the SBOM names its subject by hash")
+		names := map[string]string{}
+		for _, c := range *bom.Components {
+			names[c.Name] = c.Version
+		}
+		for _, w := range want {
+			assert.Contains(t, names, w, file)
+		}
+		for _, n := range notWant {
+			assert.NotContains(t, names, n, file)
+		}
+	}
+	for _, b := range rel.Binaries {
+		checkSBOM(b.SBOM, b.File, []string{"github.com/tetratelabs/wazero", "oras.land/oras-go/v2", "github.com/sigstore/sigstore"}, nil)
+	}
+	// The policy's SBOM lists what the Wasm module is built from, not the host's modules.
+	checkSBOM(rel.Policy.SBOM, rel.Policy.File, []string{"github.com/kubewarden/policy-sdk-go", "github.com/tidwall/gjson"},
+		[]string{"github.com/tetratelabs/wazero", "github.com/spf13/cobra"})
+
+	again := filepath.Join(t.TempDir(), "release")
+	_, err = bundle.Assemble(t.Context(), releaseOptions(t, again))
+	require.NoError(t, err)
+	first, err := os.ReadFile(filepath.Join(dir, bundle.SumsFile))
+	require.NoError(t, err)
+	second, err := os.ReadFile(filepath.Join(again, bundle.SumsFile))
+	require.NoError(t, err)
+	assert.Equal(t, string(first), string(second), "two assemblies of the same inputs are identical")
+}
+
+func readSums(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		sum, name, ok := strings.Cut(sc.Text(), "  ")
+		require.True(t, ok, sc.Text())
+		out[name] = sum
+	}
+	return out
+}
+
+// TestRelease_publish publishes a release to the registry with a key, then
+// checks it as a user would: the policy runs with its signature verified,
+// cosign verifies the image, and each SBOM is a referrer of the manifest
+// it describes.
+func TestRelease_publish(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "release")
+	rel, err := bundle.Assemble(t.Context(), releaseOptions(t, dir))
+	require.NoError(t, err)
+	key := newKeyPair(t)
+	out, err := bundle.Publish(t.Context(), bundle.PublishOptions{
+		Dir: dir, Image: reg.Host + "/release/yunikorn-userinfo", Policy: reg.Host + "/release/policies/yunikorn-user-info",
+		Key: key.signer, Remote: remoteOptions(t),
+	})
+	require.NoError(t, err)
+	assert.Equal(t, reg.Host+"/release/yunikorn-userinfo@"+rel.Image.Index, out.Image)
+	assert.Equal(t, "registry://"+reg.Host+"/release/policies/yunikorn-user-info@"+rel.Policy.ManifestDigest, out.Policy)
+
+	c := newClient(t, pushUser, pushPassword, trustingSources(t))
+	for _, ref := range []string{out.Policy, "registry://" + reg.Host + "/release/policies/yunikorn-user-info:v0.0.0-test"} {
+		stdout, stderr, code := c.run(t, nil, "-k", key.pubFile, "run", ref, "-r", "../testdata/requests/review-alice-pod.json")
+		require.Equal(t, 0, code, stderr)
+		assert.Contains(t, stdout, `"allowed":true`)
+	}
+	assert.NoError(t, cosignVerify(t.Context(), t, digestRef(t, "registry://"+out.Image), key))
+
+	referrers := func(repoName string, subject ocispec.Descriptor) []ocispec.Descriptor {
+		var found []ocispec.Descriptor
+		require.NoError(t, repository(t, repoName).Referrers(t.Context(), subject, "application/vnd.cyclonedx+json", func(r []ocispec.Descriptor) error {
+			found = append(found, r...)
+			return nil
+		}))
+		return found
+	}
+	sbomOf := func(repoName string, subject ocispec.Descriptor) []byte {
+		t.Helper()
+		refs := referrers(repoName, subject)
+		require.Len(t, refs, 1, "one SBOM for %s", subject.Digest)
+		repo := repository(t, repoName)
+		rc, err := repo.Fetch(t.Context(), refs[0])
+		require.NoError(t, err)
+		raw, err := content.ReadAll(rc, refs[0])
+		rc.Close()
+		require.NoError(t, err)
+		var man ocispec.Manifest
+		require.NoError(t, json.Unmarshal(raw, &man))
+		require.Len(t, man.Layers, 1)
+		require.NotNil(t, man.Subject)
+		assert.Equal(t, subject.Digest, man.Subject.Digest)
+		lrc, err := repo.Fetch(t.Context(), man.Layers[0])
+		require.NoError(t, err)
+		doc, err := content.ReadAll(lrc, man.Layers[0])
+		lrc.Close()
+		require.NoError(t, err)
+		return doc
+	}
+	for platform, d := range rel.Image.Platforms {
+		doc := sbomOf("release/yunikorn-userinfo", ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(d), Size: 1})
+		want, err := os.ReadFile(filepath.Join(dir, rel.Binaries[platform].SBOM))
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(doc), platform)
+	}
+	doc := sbomOf("release/policies/yunikorn-user-info", ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(rel.Policy.ManifestDigest), Size: 1})
+	want, err := os.ReadFile(filepath.Join(dir, rel.Policy.SBOM))
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(doc))
+}
