@@ -133,6 +133,15 @@ func TestDeployment_replicasAndSpread(t *testing.T) {
 	}
 }
 
+// TestDeployment_imageIsTheRelease: the Deployment's image is the tag
+// make publish pushes, metadata.yml's version (the Makefile's VERSION).
+func TestDeployment_imageIsTheRelease(t *testing.T) {
+	t.Parallel()
+	md, err := parsePolicyMetadata(readRepoFile(t, "metadata.yml"))
+	require.NoError(t, err)
+	assert.Equal(t, "ghcr.io/yunikorn-userinfo/yunikorn-userinfo:"+md.Annotations["io.kubewarden.policy.version"], image)
+}
+
 func TestDeployment_container(t *testing.T) {
 	t.Parallel()
 	d, c, flags := webhookContainer(t)
