@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
+	"github.com/yunikorn-userinfo/userinfo/release/internal/image"
 )
 
 // imageLayout is the layout `make image` wrote.
@@ -153,7 +154,7 @@ func runImage(t *testing.T, img v1.Image) {
 	root := filepath.Join(t.TempDir(), "rootfs")
 	require.NoError(t, os.MkdirAll(root, 0o755))
 	rc := mutate.Extract(img)
-	require.NoError(t, untar(rc, root))
+	require.NoError(t, image.Untar(rc, root))
 	rc.Close()
 	// The mount point of the certificate volume, as a runtime creates it.
 	require.NoError(t, os.Mkdir(filepath.Join(root, "certs"), 0o755))
@@ -266,45 +267,6 @@ func freePort(t *testing.T) string {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().String()
-}
-
-// untar writes a flattened image file system (regular files and
-// directories only; the image has nothing else) under root.
-func untar(r io.Reader, root string) error {
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(root, filepath.Clean("/"+h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, os.FileMode(h.Mode)&0o7777); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o7777)
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(f, tr); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("unexpected entry %s of type %c", h.Name, h.Typeflag)
-		}
-	}
 }
 
 // launch is what the test binary does as a launcher (RELEASE_TEST_LAUNCH):

@@ -1,7 +1,6 @@
 package release
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -286,7 +285,8 @@ func TestPolicy_runFromRegistry(t *testing.T) {
 
 	cases, err := fixtures.Load()
 	require.NoError(t, err)
-	golden := readGolden(t, "../cmd/yunikorn-userinfo/testdata/golden/run.golden")
+	golden, err := fixtures.ReadGolden(fixtures.RunGolden())
+	require.NoError(t, err)
 	dir := t.TempDir()
 
 	type result struct {
@@ -396,21 +396,4 @@ func TestPolicy_refusals(t *testing.T) {
 		assert.Equal(t, 1, code)
 		assert.Contains(t, stderr, "not a Kubewarden policy")
 	})
-}
-
-func readGolden(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		name, line, ok := strings.Cut(sc.Text(), "\t")
-		require.True(t, ok, "golden line without a tab: %q", sc.Text())
-		out[name] = line
-	}
-	require.NoError(t, sc.Err())
-	return out
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
@@ -97,18 +96,8 @@ func TestRun_fixtures(t *testing.T) {
 
 func readGolden(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := os.Open(runGolden)
-	require.NoError(t, err, "run `make golden` to create it")
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		name, line, ok := strings.Cut(sc.Text(), "\t")
-		require.True(t, ok, "golden line without a tab: %q", sc.Text())
-		out[name] = line
-	}
-	require.NoError(t, sc.Err())
+	out, err := fixtures.ReadGolden(runGolden)
+	require.NoError(t, err)
 	return out
 }
 

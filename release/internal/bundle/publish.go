@@ -1,13 +1,10 @@
 package bundle
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/yunikorn-userinfo/userinfo/host/fetch"
+	"github.com/yunikorn-userinfo/userinfo/release/internal/image"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/sbom"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/sign"
 )
@@ -56,7 +54,13 @@ func Publish(ctx context.Context, opts PublishOptions) (*Published, error) {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
 	defer os.RemoveAll(layoutDir)
-	if err := untar(filepath.Join(opts.Dir, rel.Image.File), layoutDir); err != nil {
+	tarball, err := os.Open(filepath.Join(opts.Dir, rel.Image.File))
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	err = image.Untar(tarball, layoutDir)
+	tarball.Close()
+	if err != nil {
 		return nil, fmt.Errorf("publish: unpack %s: %w", rel.Image.File, err)
 	}
 	idx, _, err := readImage(layoutDir)
@@ -205,46 +209,4 @@ func descriptorOf(l v1.Layer, mt types.MediaType) (v1.Descriptor, error) {
 		return v1.Descriptor{}, err
 	}
 	return v1.Descriptor{MediaType: mt, Digest: d, Size: size}, nil
-}
-
-func untar(file, dir string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		target := filepath.Join(dir, filepath.Clean("/"+h.Name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			out, err := os.Create(target)
-			if err != nil {
-				return err
-			}
-			if _, err := io.Copy(out, io.LimitReader(tr, h.Size)); err != nil {
-				out.Close()
-				return err
-			}
-			if err := out.Close(); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("unexpected entry %s", h.Name)
-		}
-	}
 }

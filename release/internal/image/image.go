@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -183,4 +184,46 @@ func WriteLayout(dir string, idx v1.ImageIndex, refName string) error {
 		return fmt.Errorf("write layout: %w", err)
 	}
 	return nil
+}
+
+// Untar writes a tarball of directories and regular files (an image's
+// flattened file system, or a layout tarball) under dir, keeping file
+// modes; entries cannot climb out of dir, and any other entry type is an
+// error.
+func Untar(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("untar: %w", err)
+		}
+		target := filepath.Join(dir, filepath.Clean("/"+h.Name))
+		mode := os.FileMode(h.Mode) & 0o777
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, mode|0o700); err != nil {
+				return fmt.Errorf("untar: %w", err)
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return fmt.Errorf("untar: %w", err)
+			}
+			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+			if err != nil {
+				return fmt.Errorf("untar: %w", err)
+			}
+			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Errorf("untar %s: %w", h.Name, err)
+			}
+		default:
+			return fmt.Errorf("untar: %s: entry type %c is neither a file nor a directory", h.Name, h.Typeflag)
+		}
+	}
 }
