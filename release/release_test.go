@@ -3,6 +3,7 @@ package release
 import (
 	"bufio"
 	"bytes"
+	"crypto"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,10 @@ import (
 	"time"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
+	sgbundle "github.com/sigstore/sigstore-go/pkg/bundle"
+	"github.com/sigstore/sigstore-go/pkg/root"
+	"github.com/sigstore/sigstore-go/pkg/verify"
+	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/stretchr/testify/assert"
@@ -20,6 +25,7 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/yunikorn-userinfo/userinfo/release/internal/bundle"
+	"github.com/yunikorn-userinfo/userinfo/release/internal/sign"
 )
 
 // releaseOptions assembles from what make test-release built: the image
@@ -109,6 +115,29 @@ func TestRelease_assemble(t *testing.T) {
 	assert.Equal(t, string(first), string(second), "two assemblies of the same inputs are identical")
 }
 
+// verifyBundle checks a sigstore bundle with sigstore-go: signed by k,
+// over a statement whose subject is manifestDigest.
+func verifyBundle(t *testing.T, doc []byte, k keyPair, manifestDigest string) error {
+	t.Helper()
+	var b sgbundle.Bundle
+	if err := b.UnmarshalJSON(doc); err != nil {
+		return err
+	}
+	pub, err := k.signer.PublicKey()
+	require.NoError(t, err)
+	v, err := signature.LoadVerifier(pub, crypto.SHA256)
+	require.NoError(t, err)
+	trusted := root.NewTrustedPublicKeyMaterial(func(string) (root.TimeConstrainedVerifier, error) {
+		return root.NewExpiringKey(v, time.Time{}, time.Time{}), nil
+	})
+	verifier, err := verify.NewVerifier(trusted, verify.WithCurrentTime())
+	require.NoError(t, err)
+	sum, err := hex.DecodeString(strings.TrimPrefix(manifestDigest, "sha256:"))
+	require.NoError(t, err)
+	_, err = verifier.Verify(&b, verify.NewPolicy(verify.WithArtifactDigest("sha256", sum), verify.WithKey()))
+	return err
+}
+
 func readSums(t *testing.T, path string) map[string]string {
 	t.Helper()
 	f, err := os.Open(path)
@@ -190,4 +219,36 @@ func TestRelease_publish(t *testing.T) {
 	want, err := os.ReadFile(filepath.Join(dir, rel.Policy.SBOM))
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(doc))
+
+	// The sigstore bundles: one referrer each for the image index and the
+	// policy, verified with sigstore-go against the key, and not against
+	// another key or for another digest.
+	other := newKeyPair(t)
+	for _, s := range []struct {
+		repo   string
+		digest string
+	}{{"release/yunikorn-userinfo", rel.Image.Index}, {"release/policies/yunikorn-user-info", rel.Policy.ManifestDigest}} {
+		repo := repository(t, s.repo)
+		var found []ocispec.Descriptor
+		require.NoError(t, repo.Referrers(t.Context(), ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(s.digest), Size: 1},
+			sign.BundleMediaType, func(r []ocispec.Descriptor) error { found = append(found, r...); return nil }))
+		require.Len(t, found, 1, "one sigstore bundle for %s", s.digest)
+		rc, err := repo.Fetch(t.Context(), found[0])
+		require.NoError(t, err)
+		raw, err := content.ReadAll(rc, found[0])
+		rc.Close()
+		require.NoError(t, err)
+		var man ocispec.Manifest
+		require.NoError(t, json.Unmarshal(raw, &man))
+		require.Len(t, man.Layers, 1)
+		assert.Equal(t, "dsse-envelope", man.Layers[0].Annotations["dev.sigstore.bundle.content"])
+		lrc, err := repo.Fetch(t.Context(), man.Layers[0])
+		require.NoError(t, err)
+		doc, err := content.ReadAll(lrc, man.Layers[0])
+		lrc.Close()
+		require.NoError(t, err)
+		assert.NoError(t, verifyBundle(t, doc, key, s.digest), s.repo)
+		assert.Error(t, verifyBundle(t, doc, other, s.digest), "another key")
+		assert.Error(t, verifyBundle(t, doc, key, "sha256:"+strings.Repeat("0", 64)), "another digest")
+	}
 }

@@ -105,10 +105,33 @@ func Publish(ctx context.Context, opts PublishOptions) (*Published, error) {
 	}
 	policyDigest := policyTag.Context().Digest(rel.Policy.ManifestDigest)
 
+	created := rel.Created.Format("2006-01-02T15:04:05Z")
+	policySize := art.ManifestDescriptor.Size
 	if opts.Key != nil {
-		for _, d := range []name.Digest{imageDigest, policyDigest} {
-			if err := sign.Sign(ctx, d, opts.Key, nil, opts.Remote...); err != nil {
+		idxSize, err := idx.Size()
+		if err != nil {
+			return nil, fmt.Errorf("publish: %w", err)
+		}
+		for _, s := range []struct {
+			ref       name.Digest
+			mediaType types.MediaType
+			size      int64
+		}{{imageDigest, types.OCIImageIndex, idxSize}, {policyDigest, types.OCIManifestSchema1, policySize}} {
+			// The cosign signature Kubewarden verifies...
+			if err := sign.Sign(ctx, s.ref, opts.Key, nil, opts.Remote...); err != nil {
 				return nil, fmt.Errorf("publish: %w", err)
+			}
+			// ...and the same signature as a sigstore bundle referrer.
+			doc, err := sign.NewBundle(ctx, opts.Key, s.ref.Context().Name(), s.ref.DigestStr())
+			if err != nil {
+				return nil, fmt.Errorf("publish: %w", err)
+			}
+			subject, err := descriptor(s.ref, s.mediaType, s.size)
+			if err != nil {
+				return nil, fmt.Errorf("publish: %w", err)
+			}
+			if err := attachReferrer(s.ref.Context(), subject, sign.BundleMediaType, doc, sign.BundleLayerAnnotations, created, ropts); err != nil {
+				return nil, fmt.Errorf("publish: attach the sigstore bundle of %s: %w", s.ref, err)
 			}
 		}
 	}
@@ -119,11 +142,11 @@ func Publish(ctx context.Context, opts PublishOptions) (*Published, error) {
 		if err != nil {
 			return err
 		}
-		h, err := v1.NewHash(subject.DigestStr())
+		d, err := descriptor(subject, mediaType, size)
 		if err != nil {
 			return err
 		}
-		return attachSBOM(subject.Context(), v1.Descriptor{MediaType: mediaType, Digest: h, Size: size}, doc, rel.Created.Format("2006-01-02T15:04:05Z"), ropts)
+		return attachReferrer(subject.Context(), d, sbom.MediaType, doc, nil, created, ropts)
 	}
 	idxMan, err := idx.IndexManifest()
 	if err != nil {
@@ -141,7 +164,7 @@ func Publish(ctx context.Context, opts PublishOptions) (*Published, error) {
 			return nil, fmt.Errorf("publish: attach %s: %w", b.SBOM, err)
 		}
 	}
-	if err := attach(policyDigest, types.OCIManifestSchema1, art.ManifestDescriptor.Size, rel.Policy.SBOM); err != nil {
+	if err := attach(policyDigest, types.OCIManifestSchema1, policySize, rel.Policy.SBOM); err != nil {
 		return nil, fmt.Errorf("publish: attach %s: %w", rel.Policy.SBOM, err)
 	}
 	return &Published{Image: imageDigest.String(), Policy: "registry://" + policyDigest.String()}, nil
@@ -159,22 +182,31 @@ func (r rawManifest) MediaType() (types.MediaType, error) { return r.mediaType, 
 // The empty config of an OCI artifact manifest.
 const emptyConfigMediaType = "application/vnd.oci.empty.v1+json"
 
-// attachSBOM pushes an artifact manifest whose subject is the described
-// manifest: artifactType and layer application/vnd.cyclonedx+json, the
-// empty config. A registry with the referrers API lists it under the
-// subject; cosign and oras discover it there.
-func attachSBOM(repo name.Repository, subject v1.Descriptor, doc []byte, created string, ropts []remote.Option) error {
-	layer := static.NewLayer(doc, sbom.MediaType)
+func descriptor(ref name.Digest, mediaType types.MediaType, size int64) (v1.Descriptor, error) {
+	h, err := v1.NewHash(ref.DigestStr())
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	return v1.Descriptor{MediaType: mediaType, Digest: h, Size: size}, nil
+}
+
+// attachReferrer pushes an artifact manifest whose subject is the
+// described manifest: the given artifactType, one layer of that media
+// type holding doc, the empty config. A registry with the referrers API
+// lists it under the subject; cosign and oras discover it there.
+func attachReferrer(repo name.Repository, subject v1.Descriptor, artifactType string, doc []byte, layerAnnotations map[string]string, created string, ropts []remote.Option) error {
+	layer := static.NewLayer(doc, types.MediaType(artifactType))
 	cfg := static.NewLayer([]byte("{}"), emptyConfigMediaType)
 	for _, l := range []v1.Layer{cfg, layer} {
 		if err := remote.WriteLayer(repo, l, ropts...); err != nil {
 			return err
 		}
 	}
-	ld, err := descriptorOf(layer, sbom.MediaType)
+	ld, err := descriptorOf(layer, types.MediaType(artifactType))
 	if err != nil {
 		return err
 	}
+	ld.Annotations = layerAnnotations
 	cd, err := descriptorOf(cfg, emptyConfigMediaType)
 	if err != nil {
 		return err
@@ -182,7 +214,7 @@ func attachSBOM(repo name.Repository, subject v1.Descriptor, doc []byte, created
 	man := v1.Manifest{
 		SchemaVersion: 2,
 		MediaType:     types.OCIManifestSchema1,
-		ArtifactType:  sbom.MediaType,
+		ArtifactType:  artifactType,
 		Config:        cd,
 		Layers:        []v1.Descriptor{ld},
 		Subject:       &subject,
