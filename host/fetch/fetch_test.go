@@ -32,6 +32,7 @@ func TestParseLocation(t *testing.T) {
 		{raw: "http://example.com/p.wasm", err: "plain http is not accepted"},
 		{raw: "ftp://example.com/p.wasm", err: `unsupported scheme "ftp"`},
 		{raw: "https://example.com/", err: "want https://HOST/PATH"},
+		{raw: "https://../policy.wasm", err: "want https://HOST/PATH"},
 		{raw: "https://user:secret@example.com/p.wasm", err: "credentials in the URL"},
 		{raw: "registry://ghcr.io", err: "registry://ghcr.io"},
 		{raw: "registry://ghcr.io/Upper/Case:v1", err: "invalid reference"},

@@ -64,7 +64,7 @@ func ParseLocation(raw string) (Location, error) {
 		if err != nil {
 			return loc, fmt.Errorf("module location %q: %w", raw, err)
 		}
-		if u.Host == "" || u.Path == "" || u.Path == "/" {
+		if h := u.Hostname(); h == "" || h == "." || h == ".." || u.Path == "" || u.Path == "/" {
 			return loc, fmt.Errorf("module location %q: want https://HOST/PATH", raw)
 		}
 		if u.User != nil {
