@@ -270,6 +270,12 @@ func TestPolicy_pushAndPull(t *testing.T) {
 		require.Equal(t, 0, code, stderr)
 		assert.Equal(t, want, got, r)
 	}
+	// bench takes a registry module too.
+	stdout, stderr, code := c.run(t, nil, "bench", immutable, "-r", "../testdata/requests/review-alice-pod.json",
+		"--warm-up-time", "10ms", "--measurement-time", "50ms", "--num-samples", "5", "--output", "json")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `"operation": "validate"`)
+
 	stored, err := os.ReadFile(filepath.Join(c.store, "registry", reg.Host, "policies", "user-info:v1"))
 	require.NoError(t, err)
 	assert.Equal(t, embedded, stored, "the module is kept in the store")
