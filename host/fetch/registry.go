@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/opencontainers/go-digest"
@@ -55,10 +56,9 @@ func (f *Fetcher) pullPolicy(ctx context.Context, loc Location) (*Module, error)
 		if err != nil {
 			return explainRegistryError(loc.Ref, err)
 		}
-		raw, err := content.ReadAll(rc, desc)
-		rc.Close()
+		raw, err := readManifest(rc, desc)
 		if err != nil {
-			return permanent{fmt.Errorf("read manifest: %w", err)}
+			return permanent{err}
 		}
 		layer, err := policyLayer(desc, raw, f.opts.MaxModuleBytes)
 		if err != nil {
@@ -84,6 +84,21 @@ func (f *Fetcher) pullPolicy(ctx context.Context, loc Location) (*Module, error)
 		return nil
 	})
 	return m, err
+}
+
+// readManifest reads a manifest the registry described, refusing one
+// larger than maxManifestBytes before reading it: content.ReadAll allocates
+// the declared size, and oras-go bounds only some manifest reads.
+func readManifest(rc io.ReadCloser, desc ocispec.Descriptor) ([]byte, error) {
+	defer rc.Close()
+	if desc.Size < 0 || desc.Size > maxManifestBytes {
+		return nil, fmt.Errorf("manifest %s: %d bytes, more than the %d accepted", desc.Digest, desc.Size, maxManifestBytes)
+	}
+	raw, err := content.ReadAll(rc, desc)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest %s: %w", desc.Digest, err)
+	}
+	return raw, nil
 }
 
 // policyLayer checks that a manifest is a Kubewarden policy artifact and

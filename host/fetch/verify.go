@@ -251,8 +251,7 @@ func fetchSignatures(ctx context.Context, repo *remote.Repository, d digest.Dige
 	if err != nil {
 		return nil, fmt.Errorf("fetch the signatures of %s: %w", d, err)
 	}
-	raw, err := content.ReadAll(rc, desc)
-	rc.Close()
+	raw, err := readManifest(rc, desc)
 	if err != nil {
 		return nil, fmt.Errorf("fetch the signatures of %s: %w", d, err)
 	}
