@@ -18,7 +18,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
+	"github.com/yunikorn-userinfo/userinfo/internal/syncbuf"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/image"
 )
 
@@ -182,7 +182,7 @@ func runImage(t *testing.T, img v1.Image) {
 	cmd := exec.Command(self, append([]string{"-test.run=^$"}, args...)...)
 	cmd.Env = append(os.Environ(), launcherEnv+"=1", "LAUNCH_ROOT="+root, "LAUNCH_CERTS="+certs,
 		"LAUNCH_UID="+uidText, "LAUNCH_GID="+gidText)
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(t, cmd.Start())
@@ -332,51 +332,4 @@ func launch() {
 	}
 	env := []string{"PATH=/"}
 	fail("exec "+args[0], syscall.Exec(args[0], args, env))
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// TestImage_reproducible builds the image from two clones of the commit in
-// different directories, as two machines would: the index digests match.
-func TestImage_reproducible(t *testing.T) {
-	t.Parallel()
-	top, err := exec.Command("git", "-C", "..", "rev-parse", "--show-toplevel").Output()
-	require.NoError(t, err, "the release tests run in a git checkout")
-	var digests []string
-	for _, name := range []string{"first", "second-elsewhere"} {
-		dir := filepath.Join(t.TempDir(), name)
-		out, err := exec.CommandContext(t.Context(), "git", "clone", "--quiet", "--no-hardlinks", strings.TrimSpace(string(top)), dir).CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		start := time.Now()
-		cmd := exec.CommandContext(t.Context(), "make", "--no-print-directory", "image")
-		cmd.Dir = dir
-		out, err = cmd.CombinedOutput()
-		require.NoError(t, err, "make image in %s:\n%s", dir, out)
-		p, err := layout.FromPath(filepath.Join(dir, "build", "image"))
-		require.NoError(t, err)
-		idx, err := p.ImageIndex()
-		require.NoError(t, err)
-		man, err := idx.IndexManifest()
-		require.NoError(t, err)
-		require.Len(t, man.Manifests, 1)
-		digests = append(digests, man.Manifests[0].Digest.String())
-		t.Logf("make image in %s: %s in %s", dir, man.Manifests[0].Digest, time.Since(start).Round(time.Millisecond))
-	}
-	assert.Equal(t, digests[0], digests[1], "two builds of one commit give one image")
 }

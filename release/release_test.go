@@ -115,6 +115,36 @@ func TestRelease_assemble(t *testing.T) {
 	assert.Equal(t, string(first), string(second), "two assemblies of the same inputs are identical")
 }
 
+// referrer returns the one referrer of artifactType that the manifest
+// subjectDigest has in repoName, and its single layer.
+func referrer(t *testing.T, repoName, subjectDigest, artifactType string) (ocispec.Manifest, []byte) {
+	t.Helper()
+	repo := repository(t, repoName)
+	subject := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(subjectDigest), Size: 1}
+	var found []ocispec.Descriptor
+	require.NoError(t, repo.Referrers(t.Context(), subject, artifactType, func(r []ocispec.Descriptor) error {
+		found = append(found, r...)
+		return nil
+	}))
+	require.Len(t, found, 1, "one %s referrer of %s", artifactType, subjectDigest)
+	rc, err := repo.Fetch(t.Context(), found[0])
+	require.NoError(t, err)
+	raw, err := content.ReadAll(rc, found[0])
+	rc.Close()
+	require.NoError(t, err)
+	var man ocispec.Manifest
+	require.NoError(t, json.Unmarshal(raw, &man))
+	require.Len(t, man.Layers, 1)
+	require.NotNil(t, man.Subject)
+	assert.Equal(t, subject.Digest, man.Subject.Digest)
+	lrc, err := repo.Fetch(t.Context(), man.Layers[0])
+	require.NoError(t, err)
+	doc, err := content.ReadAll(lrc, man.Layers[0])
+	lrc.Close()
+	require.NoError(t, err)
+	return man, doc
+}
+
 // verifyBundle checks a sigstore bundle with sigstore-go: signed by k,
 // over a statement whose subject is manifestDigest.
 func verifyBundle(t *testing.T, doc []byte, k keyPair, manifestDigest string) error {
@@ -179,43 +209,18 @@ func TestRelease_publish(t *testing.T) {
 	}
 	assert.NoError(t, cosignVerify(t.Context(), t, digestRef(t, "registry://"+out.Image), key))
 
-	referrers := func(repoName string, subject ocispec.Descriptor) []ocispec.Descriptor {
-		var found []ocispec.Descriptor
-		require.NoError(t, repository(t, repoName).Referrers(t.Context(), subject, "application/vnd.cyclonedx+json", func(r []ocispec.Descriptor) error {
-			found = append(found, r...)
-			return nil
-		}))
-		return found
-	}
-	sbomOf := func(repoName string, subject ocispec.Descriptor) []byte {
+	sbomOf := func(repoName, subject string) []byte {
 		t.Helper()
-		refs := referrers(repoName, subject)
-		require.Len(t, refs, 1, "one SBOM for %s", subject.Digest)
-		repo := repository(t, repoName)
-		rc, err := repo.Fetch(t.Context(), refs[0])
-		require.NoError(t, err)
-		raw, err := content.ReadAll(rc, refs[0])
-		rc.Close()
-		require.NoError(t, err)
-		var man ocispec.Manifest
-		require.NoError(t, json.Unmarshal(raw, &man))
-		require.Len(t, man.Layers, 1)
-		require.NotNil(t, man.Subject)
-		assert.Equal(t, subject.Digest, man.Subject.Digest)
-		lrc, err := repo.Fetch(t.Context(), man.Layers[0])
-		require.NoError(t, err)
-		doc, err := content.ReadAll(lrc, man.Layers[0])
-		lrc.Close()
-		require.NoError(t, err)
+		_, doc := referrer(t, repoName, subject, "application/vnd.cyclonedx+json")
 		return doc
 	}
 	for platform, d := range rel.Image.Platforms {
-		doc := sbomOf("release/yunikorn-userinfo", ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(d), Size: 1})
+		doc := sbomOf("release/yunikorn-userinfo", d)
 		want, err := os.ReadFile(filepath.Join(dir, rel.Binaries[platform].SBOM))
 		require.NoError(t, err)
 		assert.Equal(t, string(want), string(doc), platform)
 	}
-	doc := sbomOf("release/policies/yunikorn-user-info", ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(rel.Policy.ManifestDigest), Size: 1})
+	doc := sbomOf("release/policies/yunikorn-user-info", rel.Policy.ManifestDigest)
 	want, err := os.ReadFile(filepath.Join(dir, rel.Policy.SBOM))
 	require.NoError(t, err)
 	assert.Equal(t, string(want), string(doc))
@@ -228,25 +233,8 @@ func TestRelease_publish(t *testing.T) {
 		repo   string
 		digest string
 	}{{"release/yunikorn-userinfo", rel.Image.Index}, {"release/policies/yunikorn-user-info", rel.Policy.ManifestDigest}} {
-		repo := repository(t, s.repo)
-		var found []ocispec.Descriptor
-		require.NoError(t, repo.Referrers(t.Context(), ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(s.digest), Size: 1},
-			sign.BundleMediaType, func(r []ocispec.Descriptor) error { found = append(found, r...); return nil }))
-		require.Len(t, found, 1, "one sigstore bundle for %s", s.digest)
-		rc, err := repo.Fetch(t.Context(), found[0])
-		require.NoError(t, err)
-		raw, err := content.ReadAll(rc, found[0])
-		rc.Close()
-		require.NoError(t, err)
-		var man ocispec.Manifest
-		require.NoError(t, json.Unmarshal(raw, &man))
-		require.Len(t, man.Layers, 1)
+		man, doc := referrer(t, s.repo, s.digest, sign.BundleMediaType)
 		assert.Equal(t, "dsse-envelope", man.Layers[0].Annotations["dev.sigstore.bundle.content"])
-		lrc, err := repo.Fetch(t.Context(), man.Layers[0])
-		require.NoError(t, err)
-		doc, err := content.ReadAll(lrc, man.Layers[0])
-		lrc.Close()
-		require.NoError(t, err)
 		assert.NoError(t, verifyBundle(t, doc, key, s.digest), s.repo)
 		assert.Error(t, verifyBundle(t, doc, other, s.digest), "another key")
 		assert.Error(t, verifyBundle(t, doc, key, "sha256:"+strings.Repeat("0", 64)), "another digest")

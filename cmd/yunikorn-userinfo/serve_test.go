@@ -29,29 +29,15 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
+	"github.com/yunikorn-userinfo/userinfo/internal/syncbuf"
 )
 
 // hostileGuest is the webhook package's failure-test guest: the first
 // character of request.uid picks what validate does (see its .wat).
 const hostileGuest = "../../host/webhook/testdata/hostile.wasm"
 
-// syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer holds the server's log, written and read concurrently.
+type syncBuffer = syncbuf.Buffer
 
 // tlsFiles is a CA and a serving certificate for 127.0.0.1 on disk.
 type tlsFiles struct {
