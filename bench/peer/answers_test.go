@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/yunikorn-userinfo/userinfo/host/webhook"
 )
 
 // userInfo is the annotation value both write for alice.
@@ -117,4 +119,18 @@ func TestYuniKornLargePodPatch(t *testing.T) {
 		assert.Contains(t, patch, want)
 	}
 	assert.Equal(t, 3, strings.Count(patch, `"op":"add"`), "three operations: %s", patch)
+}
+
+// TestHostSide_noopAnswersLikeThePolicy: the no-op guest of
+// BenchmarkHostSide makes the webhook answer every fixture byte for byte as
+// the policy does, so the benchmark measures the host on the same work.
+func TestHostSide_noopAnswersLikeThePolicy(t *testing.T) {
+	ours := newOurs(t, quiet)
+	for _, fx := range loadFixtures(t) {
+		noop := newOursWith(t, quiet, func(p webhook.Policy) webhook.Policy { return &replay{policy: p} })
+		want := admit(ours.handler, fx.body).Body.String()
+		for range 2 { // the recording call, then a replayed one
+			assert.Equal(t, want, admit(noop.handler, fx.body).Body.String(), fx.name)
+		}
+	}
 }

@@ -1,11 +1,15 @@
 package peer
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/yunikorn-userinfo/userinfo/host/webhook"
 )
 
 // benchImpls builds both implementations once per benchmark function (the
@@ -82,6 +86,55 @@ func warmUp(h http.Handler, body []byte) {
 		})
 	}
 	wg.Wait()
+}
+
+// BenchmarkHostSide is what our host costs per admission on its own:
+// guest=policy is BenchmarkAdmission's "ours"; guest=noop is the same
+// webhook whose policy is a no-op guest: it runs no Wasm and returns a copy
+// of the very ValidationResponse the policy gave for the fixture, so the
+// host decodes, validates, diffs and encodes exactly the same documents.
+// The noop/policy ratio is the host's share of an admission.
+func BenchmarkHostSide(b *testing.B) {
+	ours := newOurs(b, quiet)
+	for _, fx := range loadFixtures(b) {
+		b.Run("fixture="+fx.name, func(b *testing.B) {
+			noop := newOursWith(b, quiet, func(p webhook.Policy) webhook.Policy { return &replay{policy: p} })
+			for _, v := range []struct {
+				name string
+				im   impl
+			}{{"policy", ours}, {"noop", noop}} {
+				b.Run("guest="+v.name, func(b *testing.B) {
+					checkAnswer(b, v.im, fx) // for noop, also the call it records
+					b.ReportAllocs()
+					for b.Loop() {
+						admit(v.im.handler, fx.body)
+					}
+				})
+			}
+		})
+	}
+}
+
+// replay is a no-op guest: it asks the policy once, then answers every
+// call with a copy of that first answer (the engine, too, hands back a
+// fresh copy of the guest's response).
+type replay struct {
+	policy webhook.Policy
+	mu     sync.Mutex
+	answer []byte
+}
+
+func (r *replay) Validate(ctx context.Context, payload []byte) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.answer == nil {
+		a, err := r.policy.Validate(ctx, payload)
+		if err != nil {
+			return nil, err
+		}
+		r.answer = a
+	}
+	return bytes.Clone(r.answer), nil
 }
 
 // BenchmarkHarness is what the measurement itself costs per admission: the

@@ -120,6 +120,11 @@ type impl struct {
 
 // newOurs builds our webhook the way `serve` does, without TLS and network.
 func newOurs(tb testing.TB, mode logging) impl {
+	return newOursWith(tb, mode, nil)
+}
+
+// newOursWith is newOurs with the engine wrapped by wrap (nil: as is).
+func newOursWith(tb testing.TB, mode logging, wrap func(webhook.Policy) webhook.Policy) impl {
 	tb.Helper()
 	ctx := tb.Context()
 	path := os.Getenv("POLICY_WASM")
@@ -157,7 +162,11 @@ func newOurs(tb testing.TB, mode logging) impl {
 		require.NoError(tb, err, "register metrics")
 	}
 	h := webhook.NewHandler(opts)
-	h.Start(e, store.Current)
+	var policy webhook.Policy = e
+	if wrap != nil {
+		policy = wrap(e)
+	}
+	h.Start(policy, store.Current)
 	return impl{name: implOurs, handler: h}
 }
 

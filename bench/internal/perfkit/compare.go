@@ -155,6 +155,9 @@ var variantPairs = []struct {
 	{key: "impl", base: "native", other: "wasm", baseLabel: "native", otherLabel: "wasm"},
 	{key: "strategy", base: "pooled", other: "fresh", baseLabel: "pooled", otherLabel: "fresh"},
 	{key: "impl", base: "ours", other: "yunikorn", baseLabel: "ours", otherLabel: "YuniKorn"},
+	// BenchmarkHostSide: the whole admission vs the host alone (a no-op
+	// guest); the ratio is the host's share.
+	{key: "guest", base: "policy", other: "noop", baseLabel: "policy", otherLabel: "host only (no-op guest)"},
 }
 
 // Families returns the comparisons to report for s: the three of the performance targets
