@@ -25,7 +25,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -45,15 +44,8 @@ func imageLayout(t *testing.T) v1.ImageIndex {
 	if dir == "" {
 		dir = "../build/image"
 	}
-	p, err := layout.FromPath(dir)
-	require.NoError(t, err, "no image layout at %s: run make image (make test-release does)", dir)
-	outer, err := p.ImageIndex()
-	require.NoError(t, err)
-	man, err := outer.IndexManifest()
-	require.NoError(t, err)
-	require.Len(t, man.Manifests, 1, "index.json names one image index")
-	idx, err := outer.ImageIndex(man.Manifests[0].Digest)
-	require.NoError(t, err)
+	idx, err := image.ReadLayout(dir)
+	require.NoError(t, err, "run make image (make test-release does)")
 	return idx
 }
 
@@ -332,4 +324,30 @@ func launch() {
 	}
 	env := []string{"PATH=/"}
 	fail("exec "+args[0], syscall.Exec(args[0], args, env))
+}
+
+// TestImage_reproducible builds the image from two clones of the commit in
+// different directories, as two machines would: the index digests match.
+func TestImage_reproducible(t *testing.T) {
+	t.Parallel()
+	top, err := exec.Command("git", "-C", "..", "rev-parse", "--show-toplevel").Output()
+	require.NoError(t, err, "the release tests run in a git checkout")
+	var digests []string
+	for _, name := range []string{"first", "second-elsewhere"} {
+		dir := filepath.Join(t.TempDir(), name)
+		out, err := exec.CommandContext(t.Context(), "git", "clone", "--quiet", "--no-hardlinks", strings.TrimSpace(string(top)), dir).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		start := time.Now()
+		cmd := exec.CommandContext(t.Context(), "make", "--no-print-directory", "image")
+		cmd.Dir = dir
+		out, err = cmd.CombinedOutput()
+		require.NoError(t, err, "make image in %s:\n%s", dir, out)
+		idx, err := image.ReadLayout(filepath.Join(dir, "build", "image"))
+		require.NoError(t, err)
+		d, err := idx.Digest()
+		require.NoError(t, err)
+		digests = append(digests, d.String())
+		t.Logf("make image in %s: %s in %s", dir, d, time.Since(start).Round(time.Millisecond))
+	}
+	assert.Equal(t, digests[0], digests[1], "two builds of one commit give one image")
 }

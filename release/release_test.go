@@ -23,7 +23,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/yunikorn-userinfo/userinfo/host/fetch"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/bundle"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/sign"
 )
@@ -115,6 +117,20 @@ func TestRelease_assemble(t *testing.T) {
 	assert.Equal(t, string(first), string(second), "two assemblies of the same inputs are identical")
 }
 
+// policyPusher pushes policies to the test registry as the CLI's push
+// does: its CA trusted, the test user's credentials.
+func policyPusher(t *testing.T) *fetch.Fetcher {
+	t.Helper()
+	sources, err := fetch.ParseSources([]byte(trustingSources(t)))
+	require.NoError(t, err)
+	f, err := fetch.New(fetch.Options{
+		StoreDir: t.TempDir(), Sources: sources,
+		Credential: auth.StaticCredential(reg.Host, auth.Credential{Username: pushUser, Password: pushPassword}),
+	})
+	require.NoError(t, err)
+	return f
+}
+
 // referrer returns the one referrer of artifactType that the manifest
 // subjectDigest has in repoName, and its single layer.
 func referrer(t *testing.T, repoName, subjectDigest, artifactType string) (ocispec.Manifest, []byte) {
@@ -195,7 +211,7 @@ func TestRelease_publish(t *testing.T) {
 	key := newKeyPair(t)
 	out, err := bundle.Publish(t.Context(), bundle.PublishOptions{
 		Dir: dir, Image: reg.Host + "/release/yunikorn-userinfo", Policy: reg.Host + "/release/policies/yunikorn-user-info",
-		Key: key.signer, Remote: remoteOptions(t),
+		Key: key.signer, Remote: remoteOptions(t), Policies: policyPusher(t),
 	})
 	require.NoError(t, err)
 	assert.Equal(t, reg.Host+"/release/yunikorn-userinfo@"+rel.Image.Index, out.Image)

@@ -128,10 +128,6 @@ func (a *app) readModule(ctx context.Context, args []string) (string, []byte, er
 	if m.Manifest != "" {
 		name += " (manifest " + m.Manifest.String() + ")"
 	}
-	if logger, err := a.logger(); err == nil {
-		logger.InfoContext(ctx, "module fetched", "module", args[0], "digest", m.Digest.String(),
-			"manifest", m.Manifest.String(), "stored", m.Path)
-	}
 	return name, m.Wasm, nil
 }
 

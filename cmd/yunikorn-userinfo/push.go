@@ -68,11 +68,7 @@ func (a *app) runPush(ctx context.Context, args []string, f *pushFlags) error {
 	if err != nil {
 		return err
 	}
-	dest := args[1]
-	if !strings.Contains(dest, "://") {
-		dest = "registry://" + dest
-	}
-	pushed, err := fetcher.Push(ctx, art, dest)
+	pushed, err := fetcher.Push(ctx, art, args[1])
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ type Options struct {
 	Timeout time.Duration
 	// MaxModuleBytes bounds the module a fetch accepts. Default: 64 MiB.
 	MaxModuleBytes int64
-	// Logger receives protocol fallbacks. Default: discard.
+	// Logger receives each fetch and protocol fallback. Default: discard.
 	Logger *slog.Logger
 	// Verification, if set, is what registry modules must be signed with;
 	// modules from anywhere else are then refused. Default: no checks.
@@ -157,6 +157,8 @@ func (f *Fetcher) Fetch(ctx context.Context, raw string) (*Module, error) {
 	if m.Path, err = f.store(loc, m.Wasm); err != nil {
 		return nil, fmt.Errorf("fetch %s: %w", raw, err)
 	}
+	f.opts.Logger.InfoContext(ctx, "module fetched", "module", raw, "digest", m.Digest.String(),
+		"manifest", m.Manifest.String(), "stored", m.Path)
 	return m, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -176,11 +177,9 @@ type Pushed struct {
 // Push uploads art to the registry reference dest (registry:// optional)
 // and tags its manifest.
 func (f *Fetcher) Push(ctx context.Context, art *Artifact, dest string) (*Pushed, error) {
-	refText := dest
-	if loc, err := ParseLocation(dest); err == nil && loc.Scheme == SchemeRegistry {
-		refText = dest[len("registry://"):]
-	} else if err == nil && loc.Scheme != SchemeFile {
-		return nil, fmt.Errorf("push destination %q: want registry://HOST/REPOSITORY[:TAG]", dest)
+	refText, _ := strings.CutPrefix(dest, string(SchemeRegistry)+"://")
+	if strings.Contains(refText, "://") {
+		return nil, fmt.Errorf("push destination %q: want [registry://]HOST/REPOSITORY[:TAG]", dest)
 	}
 	ref, err := ParseRegistryReference(refText)
 	if err != nil {

@@ -27,8 +27,10 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/yunikorn-userinfo/userinfo/host/fetch"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/bundle"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/sign"
 )
@@ -133,6 +135,24 @@ func publish(ctx context.Context, args []string) error {
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	opts.Remote = []remote.Option{remote.WithAuthFromKeychain(authn.DefaultKeychain), remote.WithTransport(tr)}
+	// The policy goes through the product's own push, with the same docker
+	// credentials and the CA as a source authority of its registry.
+	var sources *fetch.Sources
+	if caFile != "" {
+		policyRef, err := name.NewRepository(opts.Policy)
+		if err != nil {
+			return fmt.Errorf("publish: --policy: %w", err)
+		}
+		doc := fmt.Sprintf("source_authorities:\n  %q:\n    - type: Path\n      path: %q\n", policyRef.RegistryStr(), caFile)
+		if sources, err = fetch.ParseSources([]byte(doc)); err != nil {
+			return fmt.Errorf("publish: --ca-file: %w", err)
+		}
+	}
+	policies, err := fetch.New(fetch.Options{Sources: sources})
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	opts.Policies = policies
 	if keyFile != "" {
 		pem, err := os.ReadFile(keyFile)
 		if err != nil {

@@ -9,7 +9,7 @@ package bundle
 
 import (
 	"archive/tar"
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,9 +26,9 @@ import (
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 
 	"github.com/yunikorn-userinfo/userinfo/host/fetch"
+	"github.com/yunikorn-userinfo/userinfo/release/internal/image"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/sbom"
 )
 
@@ -106,7 +107,7 @@ func Assemble(ctx context.Context, opts Options) (*Release, error) {
 		bom, err := sbom.Binary(opts.Binaries[p], sbom.Subject{
 			Name: "yunikorn-userinfo", Version: opts.Version, Content: data, License: opts.License,
 			PURL:        "pkg:golang/github.com/yunikorn-userinfo/userinfo@" + opts.Version + "?os=" + strings.Split(p, "/")[0] + "&arch=" + strings.Split(p, "/")[1],
-			Description: "yunikorn-userinfo " + p + " static binary", Properties: copyProps(props),
+			Description: "yunikorn-userinfo " + p + " static binary", Properties: maps.Clone(props),
 		}, opts.Created)
 		if err != nil {
 			return nil, err
@@ -134,7 +135,7 @@ func Assemble(ctx context.Context, opts Options) (*Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	policyProps := copyProps(props)
+	policyProps := maps.Clone(props)
 	policyProps["build.compiler"] = "tinygo"
 	bom := sbom.Policy(sbom.Subject{
 		Name: "yunikorn-user-info", Version: opts.Version, Content: wasm, License: opts.License,
@@ -191,21 +192,9 @@ func ReadRelease(dir string) (*Release, error) {
 // readImage opens the image index of a layout and the digest of each
 // platform's manifest.
 func readImage(dir string) (v1.ImageIndex, map[string]string, error) {
-	p, err := layout.FromPath(dir)
+	idx, err := image.ReadLayout(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read the image layout %s: %w (run make image)", dir, err)
-	}
-	outer, err := p.ImageIndex()
-	if err != nil {
-		return nil, nil, fmt.Errorf("read the image layout: %w", err)
-	}
-	om, err := outer.IndexManifest()
-	if err != nil || len(om.Manifests) != 1 {
-		return nil, nil, fmt.Errorf("read the image layout: want index.json naming one image index (%v)", err)
-	}
-	idx, err := outer.ImageIndex(om.Manifests[0].Digest)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read the image layout: %w", err)
+		return nil, nil, err
 	}
 	man, err := idx.IndexManifest()
 	if err != nil {
@@ -218,14 +207,6 @@ func readImage(dir string) (v1.ImageIndex, map[string]string, error) {
 		}
 	}
 	return idx, platforms, nil
-}
-
-func copyProps(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func copyFile(src, dst string, mode os.FileMode) ([]byte, error) {
@@ -272,8 +253,13 @@ func tarDir(dir, out string, mtime time.Time) error {
 		return fmt.Errorf("release: image tarball: %w", err)
 	}
 	sort.Strings(paths)
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	f, err := os.Create(out)
+	if err != nil {
+		return fmt.Errorf("release: image tarball: %w", err)
+	}
+	defer f.Close()
+	bw := bufio.NewWriter(f)
+	tw := tar.NewWriter(bw)
 	for _, path := range paths {
 		info, err := os.Lstat(path)
 		if err != nil {
@@ -307,7 +293,13 @@ func tarDir(dir, out string, mtime time.Time) error {
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("release: image tarball: %w", err)
 	}
-	return os.WriteFile(out, buf.Bytes(), 0o644)
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("release: image tarball: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("release: image tarball: %w", err)
+	}
+	return nil
 }
 
 // writeSums writes SHA256SUMS over every other file, in sha256sum's format.

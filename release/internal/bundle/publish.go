@@ -31,8 +31,12 @@ type PublishOptions struct {
 	Image, Policy string
 	// Key, if set, signs the image index and the policy manifest.
 	Key signature.Signer
-	// Remote are the registry options (authentication, transport).
+	// Remote are the registry options (authentication, transport) of the
+	// image, the signatures and the referrers.
 	Remote []remote.Option
+	// Policies pushes the policy, exactly as `yunikorn-userinfo push` does;
+	// it must reach the policy's registry with the same credentials.
+	Policies *fetch.Fetcher
 }
 
 // Published are the references a publication made.
@@ -92,16 +96,8 @@ func Publish(ctx context.Context, opts PublishOptions) (*Published, error) {
 	if err != nil {
 		return nil, fmt.Errorf("publish: policy reference: %w", err)
 	}
-	for _, blob := range []v1.Layer{
-		static.NewLayer(art.Config, types.MediaType(fetch.MediaTypeWasmConfig)),
-		static.NewLayer(wasm, types.MediaType(fetch.MediaTypeWasmLayer)),
-	} {
-		if err := remote.WriteLayer(policyTag.Context(), blob, ropts...); err != nil {
-			return nil, fmt.Errorf("publish: push the policy: %w", err)
-		}
-	}
-	if err := remote.Put(policyTag, rawManifest{art.Manifest, types.OCIManifestSchema1}, ropts...); err != nil {
-		return nil, fmt.Errorf("publish: push the policy manifest: %w", err)
+	if _, err := opts.Policies.Push(ctx, art, policyTag.String()); err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
 	}
 	policyDigest := policyTag.Context().Digest(rel.Policy.ManifestDigest)
 

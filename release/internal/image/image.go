@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -122,7 +123,7 @@ func platformImage(p Platform, created v1.Time, annotations map[string]string) (
 		Entrypoint: []string{BinaryPath},
 		Cmd:        []string{"serve"},
 		Env:        []string{"PATH=/"},
-		Labels:     copyMap(annotations),
+		Labels:     maps.Clone(annotations),
 	}
 	if img, err = mutate.ConfigFile(img, cfg); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -159,15 +160,29 @@ func binaryTar(bin []byte, mtime time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
+// ReadLayout opens the image index that an OCI layout written by
+// WriteLayout names in its index.json.
+func ReadLayout(dir string) (v1.ImageIndex, error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read the image layout %s: %w (run make image)", dir, err)
 	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
+	outer, err := p.ImageIndex()
+	if err != nil {
+		return nil, fmt.Errorf("read the image layout %s: %w", dir, err)
 	}
-	return out
+	man, err := outer.IndexManifest()
+	if err != nil {
+		return nil, fmt.Errorf("read the image layout %s: %w", dir, err)
+	}
+	if len(man.Manifests) != 1 {
+		return nil, fmt.Errorf("read the image layout %s: index.json names %d manifests, want one image index", dir, len(man.Manifests))
+	}
+	idx, err := outer.ImageIndex(man.Manifests[0].Digest)
+	if err != nil {
+		return nil, fmt.Errorf("read the image layout %s: %w", dir, err)
+	}
+	return idx, nil
 }
 
 // WriteLayout writes idx as an OCI image layout at dir (replacing what is

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -111,7 +112,7 @@ func PolicyModules(ctx context.Context, moduleDir, pkg string) ([]Module, error)
 }
 
 func goSums(dir string) (map[string]string, error) {
-	raw, err := os.ReadFile(dir + "/go.sum")
+	raw, err := os.ReadFile(filepath.Join(dir, "go.sum"))
 	if err != nil {
 		return nil, fmt.Errorf("read go.sum: %w", err)
 	}

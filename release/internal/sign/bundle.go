@@ -7,10 +7,10 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
+	"github.com/opencontainers/go-digest"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	sgsign "github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
@@ -79,26 +79,16 @@ func pemOf(pub crypto.PublicKey) (string, error) {
 // Statement is the in-toto statement a bundle signs: the manifest named by
 // repository and sha256 digest, with cosign's signing predicate.
 func Statement(repository, manifestDigest string) ([]byte, error) {
-	hexDigest, ok := cutPrefix(manifestDigest, "sha256:")
-	if !ok {
-		return nil, fmt.Errorf("statement: %q is not a sha256 digest", manifestDigest)
-	}
-	if _, err := hex.DecodeString(hexDigest); err != nil || len(hexDigest) != 64 {
+	d, err := digest.Parse(manifestDigest)
+	if err != nil || d.Algorithm() != digest.SHA256 {
 		return nil, fmt.Errorf("statement: %q is not a sha256 digest", manifestDigest)
 	}
 	return json.Marshal(map[string]any{
 		"_type":         StatementType,
-		"subject":       []any{map[string]any{"name": repository, "digest": map[string]string{"sha256": hexDigest}}},
+		"subject":       []any{map[string]any{"name": repository, "digest": map[string]string{"sha256": d.Encoded()}}},
 		"predicateType": SignPredicateType,
 		"predicate":     map[string]any{},
 	})
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) < len(prefix) || s[:len(prefix)] != prefix {
-		return s, false
-	}
-	return s[len(prefix):], true
 }
 
 // NewBundle signs the statement for a manifest with key as a sigstore
