@@ -22,8 +22,8 @@ type hostileRegistry struct {
 	manifest    []byte
 	contentType string
 	blobs       map[digest.Digest][]byte
-	// stall, if set, makes blob downloads hang (until the client gives up).
-	stall bool
+	// stall, if set, makes blob downloads hang until it is closed.
+	stall chan struct{}
 }
 
 func (h *hostileRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -38,14 +38,20 @@ func (h *hostileRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write(h.manifest)
 		}
 	case strings.HasPrefix(r.URL.Path, "/v2/policy/blobs/"):
-		if h.stall {
-			<-r.Context().Done()
-			return
-		}
 		d := digest.Digest(strings.TrimPrefix(r.URL.Path, "/v2/policy/blobs/"))
 		b, ok := h.blobs[d]
 		if !ok {
 			http.NotFound(w, r)
+			return
+		}
+		if h.stall != nil {
+			// Honest headers and a first byte, then nothing until the test
+			// ends: only the fetcher's own deadline can end the download.
+			w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(b[:1])
+			w.(http.Flusher).Flush()
+			<-h.stall
 			return
 		}
 		_, _ = w.Write(b)
@@ -80,7 +86,7 @@ func TestFetch_hostileRegistry(t *testing.T) {
 		{"not an image manifest", hostileRegistry{manifest: []byte(`{"schemaVersion":2,"manifests":[]}`), contentType: "application/vnd.oci.image.index.v1+json"}, "media type"},
 		{"two layers", hostileRegistry{manifest: []byte(strings.Replace(string(policyManifest(good, 8)), `"layers":[`, `"layers":[{"mediaType":"application/vnd.wasm.content.layer.v1+wasm","digest":"`+good.String()+`","size":8},`, 1))}, "want exactly one layer"},
 		{"a non-sha256 layer digest", hostileRegistry{manifest: policyManifest("sha512:"+digest.Digest(strings.Repeat("a", 128)), 8)}, "want a sha256 digest"},
-		{"stalled download", hostileRegistry{manifest: policyManifest(good, int64(len(module))), stall: true}, "context deadline exceeded"},
+		{"stalled download", hostileRegistry{manifest: policyManifest(good, int64(len(module))), blobs: map[digest.Digest][]byte{good: module}, stall: make(chan struct{})}, "context deadline exceeded"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +96,9 @@ func TestFetch_hostileRegistry(t *testing.T) {
 			}
 			srv := httptest.NewTLSServer(&reg)
 			defer srv.Close()
+			if reg.stall != nil {
+				defer close(reg.stall) // before srv.Close, which waits for handlers
+			}
 			host := strings.TrimPrefix(srv.URL, "https://")
 			certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 			sources, err := ParseSources([]byte("source_authorities:\n  \"" + host + "\":\n    - type: Data\n      data: |\n" + indent(string(certPEM), "        ")))
