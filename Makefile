@@ -131,6 +131,7 @@ test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 
 	$(MAKE) --no-print-directory test-bench-tools
 	$(MAKE) --no-print-directory test-release
 	$(MAKE) --no-print-directory test-manifests
+	$(MAKE) --no-print-directory test-kubewarden
 	$(MAKE) --no-print-directory check-embedded
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
@@ -168,6 +169,16 @@ test-release: build image ## Release tests: the policy and the image pushed to a
 .PHONY: test-manifests
 test-manifests: ## Check every YAML file of the repository (nested module test/manifests)
 	cd test/manifests && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+.PHONY: test-kubewarden
+test-kubewarden: policy ## The fixture table on wasmtime as Kubewarden's policy-server runs it: fresh instance, _start + wapc_init, serde re-serialisation, json-patch diff (nested module test/kubewarden, cgo)
+	cd test/kubewarden && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && \
+	  { $(GO) mod tidy -diff || { echo "test/kubewarden/go.mod is not tidy"; exit 1; }; } && \
+	  POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
+
+.PHONY: bench-kubewarden
+bench-kubewarden: policy ## Cost per evaluation as policy-server runs it (fresh wasmtime instance) beside the pooled engine, per bench fixture
+	cd test/kubewarden && POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -run '^$$' -bench . -count $(or $(COUNT),3) ./...
 
 .PHONY: golden
 golden: embed ## Rewrite the CLI golden file from a fresh build of the embedded policy (review the diff)

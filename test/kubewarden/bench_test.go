@@ -1,0 +1,57 @@
+package kubewarden
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+)
+
+// BenchmarkEvaluation times one evaluation of each benchmark fixture two
+// ways in one run: as policy-server does it (a fresh wasmtime instance,
+// _start and wapc_init, serde re-serialisation, the crate's diff), and on
+// this project's engine with its pool of initialised instances. The ratio
+// is what Kubewarden's clean-slate model costs this policy.
+func BenchmarkEvaluation(b *testing.B) {
+	wasm := policyWasm(b)
+	ps, err := New(wasm)
+	require.NoError(b, err)
+	e, err := engine.New(b.Context(), wasm, engine.Options{MaxInstances: 1})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = e.Close(context.Background()) })
+	// The fixed part: a fresh instance, _start and wapc_init, one call.
+	b.Run("mode=kubewarden-fresh-instance-only", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := ps.invoke("protocol_version", nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	names, err := fixtures.BenchFixtures()
+	require.NoError(b, err)
+	for _, name := range names {
+		payload, err := fixtures.BenchPayload(name)
+		require.NoError(b, err)
+		request := []byte(gjson.GetBytes(payload, "request").Raw)
+		b.Run("mode=kubewarden-fresh/fixture="+name, func(b *testing.B) {
+			b.SetBytes(int64(len(request)))
+			for b.Loop() {
+				if _, err := ps.Validate(request, []byte("{}")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("mode=pooled/fixture="+name, func(b *testing.B) {
+			b.SetBytes(int64(len(request)))
+			for b.Loop() {
+				if _, err := e.Validate(b.Context(), payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
