@@ -32,7 +32,9 @@ const (
 	// their operations) and then calls proc_exit(0).
 	exportStart = "_start"
 
-	// exportInitialize is the WASI reactor initializer:
+	// exportInitialize is the WASI reactor initializer, which Kubewarden's
+	// policy-server never calls, and neither does this host (New warns
+	// when a module exports it):
 	//
 	//	_initialize()
 	exportInitialize = "_initialize"

@@ -14,14 +14,19 @@
 // ([Options.Budget]). Modules the rewriter does not support run under
 // wazero's checks instead ([Engine.Metered] tells which).
 //
-// The engine is generic: it runs any Kubewarden waPC module, including the
-// three shapes TinyGo produces:
+// The engine is generic: it runs any Kubewarden waPC module, and starts
+// each instance exactly as Kubewarden's policy-server does: _start if
+// exported, then wapc_init if exported, never _initialize. That covers the
+// shapes TinyGo produces for Kubewarden:
 //
 //   - default (command) builds, whose _start runs main and then calls WASI
 //     proc_exit(0): the host's proc_exit unwinds without closing the module;
-//   - -buildmode=wasi-legacy builds, whose _start returns normally;
-//   - reactor builds (-buildmode=c-shared, or standard Go), which export
-//     _initialize and optionally wapc_init.
+//   - -buildmode=wasi-legacy builds, whose _start returns normally.
+//
+// A reactor build (-buildmode=c-shared, or standard Go) that relies on
+// _initialize is not initialised by policy-server, nor here: New logs a
+// warning when a module exports _initialize, and such a module fails to
+// start rather than working here and failing in the cluster.
 //
 // Guest host calls (waPC __host_call) are answered by [Options.HostCalls];
 // the default, [KubewardenHostCalls], forwards policy log lines to the

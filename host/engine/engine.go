@@ -259,6 +259,12 @@ func (e *Engine) init(ctx context.Context, wasm []byte) error {
 	if err := checkModule(compiled); err != nil {
 		return err
 	}
+	if _, ok := compiled.ExportedFunctions()[exportInitialize]; ok {
+		e.logger.Warn("the module exports _initialize, which Kubewarden's policy-server never calls; "+
+			"this host does not call it either, so the module starts here as it would there "+
+			"(a reactor build that needs it will fail: build a WASI command, TinyGo -target=wasi)",
+			"source", "engine")
+	}
 
 	startCtx, cancel := context.WithTimeout(ctx, e.opts.Timeout)
 	inst, err := e.newInstance(startCtx)

@@ -83,7 +83,6 @@ func TestNew_moduleShapes(t *testing.T) {
 	}{
 		{name: "hand-written command", guest: "echo"},
 		{name: "_start ending in proc_exit(0)", guest: "start_exit"},
-		{name: "reactor with _initialize and wapc_init", guest: "reactor"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,6 +95,23 @@ func TestNew_moduleShapes(t *testing.T) {
 			assert.Equal(t, engine.Stats{Instances: 1, Idle: 1}, e.Stats())
 		})
 	}
+}
+
+// TestNew_reactorIsStartedAsKubewardenStartsIt: a reactor build that needs
+// _initialize cannot start under Kubewarden's policy-server, which calls
+// only _start and wapc_init; the engine starts it the same way, so it fails
+// here too, after a warning that names the cause.
+func TestNew_reactorIsStartedAsKubewardenStartsIt(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	_, err := engine.New(t.Context(), readGuest(t, "reactor"), engine.Options{Logger: slog.New(rec)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "call wapc_init")
+	var warned bool
+	for _, r := range rec.Records() {
+		warned = warned || (r.Level == slog.LevelWarn && strings.Contains(r.Message, "never calls"))
+	}
+	assert.True(t, warned, "a warning says policy-server never calls _initialize: %+v", rec.Records())
 }
 
 func TestNew_errors(t *testing.T) {

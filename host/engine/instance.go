@@ -31,9 +31,11 @@ type instance struct {
 	dead bool
 }
 
-// newInstance instantiates the compiled module and runs its initializers:
-// _initialize if exported, otherwise _start (where an exit with code 0 is
-// the normal end of a TinyGo command), then wapc_init if exported.
+// newInstance instantiates the compiled module and runs its initializers
+// as Kubewarden's policy-server does: _start if exported (an exit with code
+// 0 is the normal end of a TinyGo command), then wapc_init if exported.
+// _initialize is never called: policy-server does not call it either, so a
+// module that needs it would work here and fail there (New warns).
 func (e *Engine) newInstance(ctx context.Context) (*instance, error) {
 	inst := &instance{
 		stdout: newLogWriter(e.logger, "stdout"),
@@ -94,11 +96,7 @@ func (i *instance) init(ctx context.Context) error {
 // error from the call, or an empty step with an error that needs no
 // classifying.
 func (i *instance) start(ctx context.Context) (step string, err error) {
-	if fn := i.mod.ExportedFunction(exportInitialize); fn != nil {
-		if _, err := fn.Call(ctx); err != nil {
-			return exportInitialize, err
-		}
-	} else if fn := i.mod.ExportedFunction(exportStart); fn != nil {
+	if fn := i.mod.ExportedFunction(exportStart); fn != nil {
 		if _, err := fn.Call(ctx); err != nil {
 			var exit *sys.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 0 {

@@ -1,7 +1,9 @@
 ;; reactor has the shape of a reactor build (-buildmode=c-shared plus
-;; wapc_init): the host must call _initialize, then wapc_init, and never
-;; _start. Guest calls fail unless that happened; protocol_version answers
-;; "v1".
+;; wapc_init): no _start, and wapc_init traps unless _initialize ran first.
+;; Kubewarden's policy-server never calls _initialize, so this module cannot
+;; start there, and the engine, which starts modules the same way, must
+;; refuse it too. Guest calls fail unless both initializers ran;
+;; protocol_version answers "v1".
 (module
   (import "wapc" "__guest_request" (func $guest_request (param i32 i32)))
   (import "wapc" "__guest_response" (func $guest_response (param i32 i32)))
@@ -48,9 +50,6 @@
   (func (export "wapc_init")
     (if (i32.ne (global.get $state) (i32.const 1)) (then (unreachable)))
     (global.set $state (i32.const 2)))
-
-  (func (export "_start")
-    (unreachable))
 
   (func (export "__guest_call") (param $op_len i32) (param $payload_len i32) (result i32)
     (call $request (local.get $op_len) (local.get $payload_len))
