@@ -69,8 +69,33 @@ func decide(req gjson.Result, s *Settings) decision {
 	}
 	op := str(r.operation)
 	d := decideKnown(r, s, kind, op)
+	if s.ValidateOnly && d.mutation != nil {
+		d = refuseMutation(d)
+	}
 	d.kind, d.op = kind.kind, op
 	return d
+}
+
+// Messages of the validating twin (docs/BEHAVIOUR.md §4.9).
+const (
+	msgTwinMissing = "annotation " + AnnotationKey + " is missing: it must record the submitter " +
+		"(the mutating policy adds it; a mutating webhook that ran after it may have removed it)"
+	msgTwinRemoved = "annotation " + AnnotationKey + " was removed: its previous value must be kept " +
+		"(the mutating policy restores it; a mutating webhook that ran after it may have removed it)"
+)
+
+// refuseMutation turns a decision that would change the object into a
+// refusal: in validateOnly mode the policy runs after every mutating
+// webhook, where a change it would make means a later webhook undid its
+// work, and no later step would redo it.
+func refuseMutation(d decision) decision {
+	msg := msgTwinMissing
+	if d.rule == "update: removed, restore" {
+		msg = msgTwinRemoved
+	}
+	r := reject("validate-only: "+d.rule, codeForbidden, msg)
+	r.user = d.user
+	return r
 }
 
 func decideKnown(r request, s *Settings, kind kindRef, op string) decision {

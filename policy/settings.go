@@ -16,6 +16,7 @@ const (
 	keyExternalUsers    = "externalUsers"
 	keyExternalGroups   = "externalGroups"
 	keyUserLabelKey     = "userLabelKey"
+	keyValidateOnly     = "validateOnly"
 )
 
 // defaultSystemUsers are the controller identities trusted by default: the
@@ -37,6 +38,10 @@ type Settings struct {
 	ExternalUsers    []*regexp.Regexp
 	ExternalGroups   []*regexp.Regexp
 	UserLabelKey     string
+	// ValidateOnly makes the policy the validating twin of itself: where
+	// the rules would change the object, it refuses it instead
+	// (docs/BEHAVIOUR.md §4.9).
+	ValidateOnly bool
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -75,6 +80,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.BypassAuth = parseBool(&errs, key, v, s.BypassAuth)
 		case keyTrustControllers:
 			s.TrustControllers = parseBool(&errs, key, v, s.TrustControllers)
+		case keyValidateOnly:
+			s.ValidateOnly = parseBool(&errs, key, v, s.ValidateOnly)
 		case keySystemUsers:
 			if list, ok := parseList(&errs, key, v); ok {
 				s.SystemUsers = compileAll(&errs, &s.Warnings, key, list)
@@ -98,7 +105,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			}
 		default:
 			errs.problems = append(errs.problems, "settings: unknown key "+quote(key)+
-				" (known keys: bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey)")
+				" (known keys: bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly)")
 		}
 		return true
 	})
