@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -35,6 +36,7 @@ type serveFlags struct {
 	selfSignedDir   string
 	settingsPath    string
 	settingsJSON    string
+	validateOverlay string
 	settingsReload  time.Duration
 	certReload      time.Duration
 	instances       int
@@ -110,6 +112,8 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.StringVar(&f.selfSignedDir, "self-signed-dir", filepath.Join(os.TempDir(), binaryName+"-self-signed"), "where --self-signed writes ca.crt, tls.crt and tls.key")
 	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "policy settings file, YAML or JSON, reloaded when it changes (default {})")
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
+	fs.StringVar(&f.validateOverlay, "validate-overlay", "", "settings keys, as a JSON object, set over the settings for /validate, the validating webhook "+
+		`(for this policy's validating twin: '{"validateOnly":true}'); without it /validate uses the settings as they are`)
 	fs.DurationVar(&f.settingsReload, "settings-reload-interval", settings.DefaultInterval, "how often the settings file is checked for changes")
 	fs.DurationVar(&f.certReload, "cert-reload-interval", certwatch.DefaultInterval, "how often the certificate, key and client CA files are checked for changes")
 	fs.IntVar(&f.instances, "instances", runtime.GOMAXPROCS(0), "policy instances, and so concurrent evaluations; the default is the number of CPUs")
@@ -200,6 +204,12 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	if err != nil {
 		return err
 	}
+	var overlay json.RawMessage
+	if f.validateOverlay != "" {
+		if overlay, err = settings.JSONObject("--validate-overlay", []byte(f.validateOverlay)); err != nil {
+			return err
+		}
+	}
 	if f.selfSigned {
 		if f.certFile, f.keyFile, err = writeSelfSigned(f.selfSignedDir); err != nil {
 			return err
@@ -222,6 +232,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			CompilationCache: cache,
 		},
 		Settings:         initial,
+		ValidateOverlay:  overlay,
 		SettingsPath:     f.settingsPath,
 		SettingsInterval: f.settingsReload,
 		CertFile:         f.certFile,

@@ -159,7 +159,12 @@ func startServe(t *testing.T, cache wazero.CompilationCache, wantReady bool, arg
 
 func postReview(t *testing.T, client *http.Client, url string, body []byte) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/mutate?timeout=10s", bytes.NewReader(body))
+	return postReviewTo(t, client, url+"/mutate", body)
+}
+
+func postReviewTo(t *testing.T, client *http.Client, endpoint string, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, endpoint+"?timeout=10s", bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
@@ -228,6 +233,72 @@ func TestServe_fixtures(t *testing.T) {
 			assert.Contains(t, s.stderr.String(), `"msg":"shut down cleanly"`)
 		})
 	}
+}
+
+// TestServe_validatingTwin: with --validate-overlay '{"validateOnly":true}'
+// /validate answers every fixture that uses the default settings as the
+// policy's validating twin: where /mutate would patch, it refuses with
+// the twin's message; everywhere else it answers exactly what /mutate does.
+// Without the overlay, the host itself refuses a patch at /validate.
+func TestServe_validatingTwin(t *testing.T) {
+	cases, err := fixtures.Load()
+	require.NoError(t, err)
+	golden := readGolden(t)
+	tlsf := newTLSFiles(t)
+	client := tlsf.client(t, nil)
+	cache := wazero.NewCompilationCache()
+	t.Cleanup(func() { _ = cache.Close(context.Background()) })
+
+	s := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--validate-overlay", `{"validateOnly":true}`)
+	refused := 0
+	for _, c := range cases {
+		if string(c.Settings) != "{}" {
+			continue
+		}
+		t.Run(c.Name, func(t *testing.T) {
+			status, body := postReviewTo(t, client, s.url+"/validate", wrapReview(c.Request))
+			require.Equal(t, http.StatusOK, status, "body: %s", body)
+			var r struct {
+				Response fixturecheck.AdmissionResponse `json:"response"`
+			}
+			require.NoError(t, json.Unmarshal(body, &r))
+			var mutate fixturecheck.AdmissionResponse
+			require.NoError(t, json.Unmarshal([]byte(golden[c.Name]), &mutate))
+			if mutate.Patch == nil {
+				assert.Equal(t, mutate, r.Response, "no change at /mutate: the same answer at /validate")
+				return
+			}
+			refused++
+			assert.False(t, r.Response.Allowed)
+			assert.Nil(t, r.Response.Patch)
+			require.NotNil(t, r.Response.Status)
+			assert.Equal(t, http.StatusForbidden, r.Response.Status.Code)
+			assert.Regexp(t, `^annotation yunikorn.apache.org/user.info (is missing|was removed): `, r.Response.Status.Message)
+		})
+	}
+	assert.Positive(t, refused, "some fixtures are refused at /validate")
+	assert.Regexp(t, `yunikorn_userinfo_stage_denials_total\{stage="validate"\} [1-9]`, scrape(t, s.metrics))
+
+	t.Run("no overlay", func(t *testing.T) {
+		s := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile)
+		for _, c := range cases {
+			if c.Name != "pod/create/absent/inject" {
+				continue
+			}
+			status, body := postReviewTo(t, client, s.url+"/validate", wrapReview(c.Request))
+			require.Equal(t, http.StatusOK, status)
+			assert.Contains(t, string(body), `"allowed":false`)
+			assert.Contains(t, string(body), "refused at the validating stage: the policy would change the object")
+			return
+		}
+		t.Fatal("no fixture pod/create/absent/inject")
+	})
+
+	t.Run("overlay the policy refuses", func(t *testing.T) {
+		s := startServe(t, cache, false, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--validate-overlay", `{"validateOnly":"yes"}`)
+		assert.Equal(t, 1, s.wait(t))
+		assert.Contains(t, s.stderr.String(), `settings with the validate overlay: provided settings are not valid: settings.validateOnly: must be a boolean, got string "yes"`)
+	})
 }
 
 // TestServe_hammer sends the fixtures from many connections at once to a

@@ -269,3 +269,29 @@ func (s *Store) Reload(ctx context.Context) error {
 	s.opts.OnReload(ReloadApplied)
 	return nil
 }
+
+// Overlay returns base with the top-level keys of overlay set over it (a
+// key in both takes overlay's value). Both must be JSON objects; base may
+// also be null or empty, meaning {}. The result's keys are sorted.
+func Overlay(base, overlay json.RawMessage) (json.RawMessage, error) {
+	var b, o map[string]json.RawMessage
+	if t := bytes.TrimSpace(base); len(t) > 0 && string(t) != "null" {
+		if err := json.Unmarshal(t, &b); err != nil {
+			return nil, fmt.Errorf("overlay settings: the settings are not a JSON object: %w", err)
+		}
+	}
+	if err := json.Unmarshal(overlay, &o); err != nil || o == nil {
+		return nil, fmt.Errorf("overlay settings: the overlay must be a JSON object: %s", overlay)
+	}
+	if b == nil {
+		b = map[string]json.RawMessage{}
+	}
+	for k, v := range o {
+		b[k] = v
+	}
+	out, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("overlay settings: %w", err)
+	}
+	return out, nil
+}

@@ -137,3 +137,18 @@ func TestStore_withoutFile(t *testing.T) {
 	_, err = NewStore(nil, Options{Path: "x"})
 	assert.ErrorContains(t, err, "a Validate function is required")
 }
+
+func TestOverlay(t *testing.T) {
+	got, err := Overlay(json.RawMessage(`{"b":1,"validateOnly":false,"a":[1]}`), json.RawMessage(`{"validateOnly":true}`))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"a":[1],"b":1,"validateOnly":true}`, string(got))
+	got, err = Overlay(json.RawMessage(`null`), json.RawMessage(`{"x":"y"}`))
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"x":"y"}`, string(got))
+	_, err = Overlay(json.RawMessage(`{}`), json.RawMessage(`[1]`))
+	assert.ErrorContains(t, err, "the overlay must be a JSON object")
+	_, err = Overlay(json.RawMessage(`{}`), json.RawMessage(`null`))
+	assert.ErrorContains(t, err, "the overlay must be a JSON object")
+	_, err = Overlay(json.RawMessage(`[]`), json.RawMessage(`{}`))
+	assert.ErrorContains(t, err, "the settings are not a JSON object")
+}

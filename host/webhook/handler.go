@@ -21,9 +21,15 @@ import (
 
 // Paths the Handler serves.
 const (
-	PathMutate  = "/mutate"
-	PathHealthz = "/healthz"
-	PathReadyz  = "/readyz"
+	PathMutate = "/mutate"
+	// PathValidate serves the policy's validating twin: the same module,
+	// registered as a validating webhook so that it sees the object after
+	// every mutation, evaluated with the validate settings (see
+	// [Handler.StartWithValidate]). An answer there may not change the
+	// object: a patch becomes a refusal.
+	PathValidate = "/validate"
+	PathHealthz  = "/healthz"
+	PathReadyz   = "/readyz"
 )
 
 // DefaultMaxRequestBytes is the default limit of an AdmissionReview body:
@@ -113,8 +119,9 @@ func (o *Options) setDefaults() {
 
 // target is what the Handler evaluates with, set once by Start.
 type target struct {
-	policy   Policy
-	settings func() json.RawMessage
+	policy           Policy
+	settings         func() json.RawMessage
+	validateSettings func() json.RawMessage
 }
 
 // Handler is the admission webhook: POST /mutate takes an AdmissionReview
@@ -144,7 +151,8 @@ func NewHandler(opts Options) *Handler {
 	opts.setDefaults()
 	h := &Handler{opts: opts, metrics: opts.Metrics, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent)}
 	h.mux = http.NewServeMux()
-	h.mux.HandleFunc(PathMutate, h.serveMutate)
+	h.mux.HandleFunc(PathMutate, func(w http.ResponseWriter, r *http.Request) { h.serveReview(w, r, stageMutate) })
+	h.mux.HandleFunc(PathValidate, func(w http.ResponseWriter, r *http.Request) { h.serveReview(w, r, stageValidate) })
 	h.mux.HandleFunc(PathHealthz, h.serveHealthz)
 	h.mux.HandleFunc(PathReadyz, h.serveReadyz)
 	h.metrics.setReady(false)
@@ -155,9 +163,21 @@ func NewHandler(opts Options) *Handler {
 // by settings (called once per request, so they may change), and marks it
 // ready. Call it once the module is compiled and its settings accepted.
 func (h *Handler) Start(policy Policy, settings func() json.RawMessage) {
-	h.target.Store(&target{policy: policy, settings: settings})
+	h.StartWithValidate(policy, settings, settings)
+}
+
+// StartWithValidate is Start with other settings for PathValidate, such as
+// the policy's own validate-only mode.
+func (h *Handler) StartWithValidate(policy Policy, settings, validateSettings func() json.RawMessage) {
+	h.target.Store(&target{policy: policy, settings: settings, validateSettings: validateSettings})
 	h.SetReady(true)
 }
+
+// The two stages a review is answered at.
+const (
+	stageMutate   = "mutate"
+	stageValidate = "validate"
+)
 
 // SetReady sets what /readyz reports. A server shutting down sets it false
 // first, so the API server's endpoints stop sending before the listener
@@ -202,7 +222,7 @@ type rejection struct {
 	err    error
 }
 
-// serveMutate answers one AdmissionReview. Whatever happens, the body is an
+// serveReview answers one AdmissionReview at the given stage. Whatever happens, the body is an
 // AdmissionReview: for a request that could not be read (wrong method,
 // media type or size, malformed review) with an HTTP 4xx status, or 503
 // when the server is too busy to take it, and an errored response naming
@@ -215,7 +235,7 @@ type rejection struct {
 // reading it (decoding, the evaluation, the patch, encoding) happens
 // holding one of MaxConcurrent slots; and all of that runs under the
 // request's deadline.
-func (h *Handler) serveMutate(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage string) {
 	start := time.Now()
 	h.metrics.inFlightAdd(1)
 	defer h.metrics.inFlightAdd(-1)
@@ -277,14 +297,17 @@ func (h *Handler) serveMutate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	resp, cause, err := evaluate(evalCtx, t, req)
+	resp, cause, err := evaluate(evalCtx, t, req, stage)
 	outcome := outcomeOf(resp, err)
 	elapsed := time.Since(start)
 	if err != nil {
 		h.metrics.error(cause)
 	}
 	h.metrics.observe(req.Kind.Kind, req.Operation, outcome, elapsed.Seconds())
-	h.logAdmission(ctx, req, resp, outcome, elapsed, err)
+	if outcome == OutcomeDenied {
+		h.metrics.denied(stage)
+	}
+	h.logAdmission(ctx, req, resp, stage, outcome, elapsed, err)
 	h.writeReview(w, http.StatusOK, resp)
 }
 
@@ -372,12 +395,34 @@ func (h *Handler) deadline(r *http.Request) time.Duration {
 // evaluate runs the policy on req. It returns the response to send and,
 // when the evaluation failed, the metric cause and the error (the response
 // is then allowed=false, code 500).
-func evaluate(ctx context.Context, t *target, req *admission.Request) (*admission.Response, string, error) {
-	resp, err := admission.Evaluate(ctx, t.policy.Validate, req, t.settings())
+func evaluate(ctx context.Context, t *target, req *admission.Request, stage string) (*admission.Response, string, error) {
+	settings := t.settings
+	if stage == stageValidate {
+		settings = t.validateSettings
+	}
+	resp, err := admission.Evaluate(ctx, t.policy.Validate, req, settings())
 	if err != nil {
 		return resp, causeOf(err), err
 	}
+	if stage == stageValidate && resp.Patch != nil {
+		return refuseChange(resp), "", nil
+	}
 	return resp, "", nil
+}
+
+// refuseChange turns an answer that would change the object at the
+// validating stage into a refusal, as Kubewarden's policy-server does for a
+// policy that is not allowed to mutate. The policy wanting a change there
+// means a mutating webhook that ran after it undid its work, and nothing
+// after a validating webhook would apply it.
+func refuseChange(resp *admission.Response) *admission.Response {
+	return &admission.Response{
+		UID:     resp.UID,
+		Allowed: false,
+		Status: &admission.Status{Code: http.StatusForbidden, Message: "refused at the validating stage: the policy would change the object (" +
+			clipLog(string(resp.Patch)) + "); a mutating webhook that ran after it may have undone its change"},
+		Warnings: resp.Warnings,
+	}
 }
 
 // causeOf maps an engine error to its metric cause.
@@ -424,7 +469,7 @@ func outcomeOf(resp *admission.Response, err error) string {
 // logAdmission writes the one structured line an operator searches by
 // uid, user or object.
 func (h *Handler) logAdmission(ctx context.Context, req *admission.Request, resp *admission.Response,
-	outcome string, elapsed time.Duration, err error) {
+	stage, outcome string, elapsed time.Duration, err error) {
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
@@ -439,6 +484,7 @@ func (h *Handler) logAdmission(ctx context.Context, req *admission.Request, resp
 		slog.String("name", clipLog(req.Name)),
 		slog.String("user", clipLog(req.UserName)),
 		slog.String("operation", clipLog(req.Operation)),
+		slog.String("stage", stage),
 		slog.String("decision", outcome),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 	}

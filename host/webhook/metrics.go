@@ -76,6 +76,7 @@ var kindLabels = map[string]bool{
 // nothing, so tests and embedders may leave it out.
 type Metrics struct {
 	admissions   *prometheus.CounterVec
+	stageDenials *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	inFlight     prometheus.Gauge
 	errors       *prometheus.CounterVec
@@ -129,6 +130,11 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 			Name: metricPrefix + "ready",
 			Help: "Whether /readyz answers 200 (1) or 503 (0): ready once the policy is loaded and its settings accepted, until shutdown begins.",
 		}),
+		stageDenials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "stage_denials_total",
+			Help: "Requests refused, by stage: mutate (/mutate) or validate (/validate, the validating twin; " +
+				"a refusal there means the object was changed after the mutating stage, or never went through it).",
+		}, []string{"stage"}),
 		engineStats:  stats,
 		maxInstances: float64(maxInstances),
 	}
@@ -138,11 +144,13 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	buildInfo.Set(1)
+	m.stageDenials.WithLabelValues("mutate")
+	m.stageDenials.WithLabelValues("validate")
 	for _, cause := range allCauses {
 		m.errors.WithLabelValues(cause) // so every cause shows from the start
 	}
 	cs := []prometheus.Collector{
-		m.admissions, m.duration, m.inFlight, m.errors, m.reloads, m.certReloads,
+		m.admissions, m.stageDenials, m.duration, m.inFlight, m.errors, m.reloads, m.certReloads,
 		m.certExpiry, m.ready, buildInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -203,6 +211,12 @@ func (m *Metrics) observe(kind, operation, outcome string, seconds float64) {
 		m.admissions.WithLabelValues(label(kindLabels, kind), label(operationLabels, operation), outcome).Inc()
 	}
 	m.duration.WithLabelValues(outcome).Observe(seconds)
+}
+
+func (m *Metrics) denied(stage string) {
+	if m != nil {
+		m.stageDenials.WithLabelValues(stage).Inc()
+	}
 }
 
 func (m *Metrics) error(cause string) {

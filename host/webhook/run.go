@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -44,6 +45,14 @@ type RunOptions struct {
 	// SettingsInterval is how often SettingsPath is read. Default:
 	// settings.DefaultInterval.
 	SettingsInterval time.Duration
+	// ValidateOverlay holds settings keys that PathValidate, the policy's
+	// validating twin, evaluates with on top of the settings in force (for
+	// the yunikorn-userinfo policy, {"validateOnly":true}). Settings are
+	// only accepted, at start and on reload, when the policy accepts them
+	// both with and without it. Default: none: /validate evaluates with
+	// the settings as they are (and refuses whatever the policy would
+	// change).
+	ValidateOverlay json.RawMessage
 
 	// CertFile and KeyFile are the PEM serving certificate and key.
 	// Required. ClientCAFile, if set, makes clients present a certificate
@@ -194,7 +203,18 @@ func Run(ctx context.Context, opts RunOptions) error {
 		Interval: opts.SettingsInterval,
 		Validate: func(ctx context.Context, raw json.RawMessage) (bool, string, error) {
 			sv, err := e.ValidateSettings(ctx, raw)
-			return sv.Valid, sv.Message, err
+			if err != nil || !sv.Valid || opts.ValidateOverlay == nil {
+				return sv.Valid, sv.Message, err
+			}
+			twin, err := settings.Overlay(raw, opts.ValidateOverlay)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			tv, err := e.ValidateSettings(ctx, twin)
+			if err != nil || !tv.Valid {
+				return tv.Valid, "with the validate overlay: " + tv.Message, err
+			}
+			return sv.Valid, sv.Message, nil
 		},
 		Logger:   log.With("component", "settings"),
 		OnReload: metrics.SettingsReloaded,
@@ -204,10 +224,35 @@ func Run(ctx context.Context, opts RunOptions) error {
 	}
 	go store.Run(ctx)
 	go certs.Run(ctx)
-	handler.Start(e, store.Current)
+	handler.StartWithValidate(e, store.Current, validateSettings(store.Current, opts.ValidateOverlay))
 	log.InfoContext(ctx, "webhook ready", "module", opts.ModuleName, "instances", e.Stats().Instances,
 		"max_instances", opts.Engine.MaxInstances, "timeout", opts.Handler.Timeout.String())
 	return <-served
+}
+
+// validateSettings returns the settings of PathValidate: current with
+// overlay set over it, computed again only when current changes.
+func validateSettings(current func() json.RawMessage, overlay json.RawMessage) func() json.RawMessage {
+	if overlay == nil {
+		return current
+	}
+	type merged struct{ from, to json.RawMessage }
+	var last atomic.Pointer[merged]
+	return func() json.RawMessage {
+		cur := current()
+		if m := last.Load(); m != nil && unsafe.SliceData(m.from) == unsafe.SliceData(cur) && len(m.from) == len(cur) {
+			return m.to
+		}
+		// The settings in force were checked with the overlay when they
+		// were accepted, so this cannot fail. If it did, /validate would
+		// still refuse every object the policy would change.
+		to, err := settings.Overlay(cur, overlay)
+		if err != nil {
+			to = cur
+		}
+		last.Store(&merged{from: cur, to: to})
+		return to
+	}
 }
 
 // startPolicy compiles the module and checks its settings: what /readyz
@@ -223,6 +268,16 @@ func startPolicy(ctx context.Context, log *slog.Logger, opts *RunOptions) (*engi
 	if err := CheckSettings(ctx, log, e, opts.Settings); err != nil {
 		_ = e.Close(context.WithoutCancel(ctx))
 		return nil, err
+	}
+	if opts.ValidateOverlay != nil {
+		twin, err := settings.Overlay(opts.Settings, opts.ValidateOverlay)
+		if err == nil {
+			err = CheckSettings(ctx, log, e, twin)
+		}
+		if err != nil {
+			_ = e.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("settings with the validate overlay: %w", err)
+		}
 	}
 	return e, nil
 }
