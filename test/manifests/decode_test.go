@@ -50,6 +50,7 @@ var kinds = map[schema.GroupVersionKind]kind{
 	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                    {new: func() any { return &appsv1.Deployment{} }, namespaced: true},
 	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                         {new: func() any { return &policyv1.PodDisruptionBudget{} }, namespaced: true},
 	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"): {new: func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} }},
+	admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration"): {new: func() any { return &admissionregistrationv1.ValidatingWebhookConfiguration{} }},
 	certmanagerv1.SchemeGroupVersion.WithKind("Issuer"):                                 {new: func() any { return &certmanagerv1.Issuer{} }, namespaced: true},
 	certmanagerv1.SchemeGroupVersion.WithKind("Certificate"):                            {new: func() any { return &certmanagerv1.Certificate{} }, namespaced: true},
 	policiesv1.GroupVersion.WithKind("ClusterAdmissionPolicy"):                          {new: func() any { return &policiesv1.ClusterAdmissionPolicy{} }},

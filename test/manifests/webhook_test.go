@@ -32,6 +32,8 @@ const (
 	serviceFile        = "deploy/webhook/service.yaml"
 	pdbFile            = "deploy/webhook/poddisruptionbudget.yaml"
 	webhookFile        = "deploy/webhook/mutatingwebhookconfiguration.yaml"
+	validatingFile     = "deploy/webhook/validatingwebhookconfiguration.yaml"
+	policyTwinFile     = "deploy/kubewarden/clusteradmissionpolicy-validate.yaml"
 	servingCertFile    = "deploy/webhook/cert-manager/certificate-serving.yaml"
 	caCertFile         = "deploy/webhook/cert-manager/certificate-ca.yaml"
 	caIssuerFile       = "deploy/webhook/cert-manager/issuer-ca.yaml"
@@ -48,7 +50,7 @@ const (
 // misspelt flag in the Deployment would stop the container at start.
 var serveFlags = []string{
 	"listen", "metrics-listen", "cert-file", "key-file", "client-ca-file", "self-signed", "self-signed-dir",
-	"settings-path", "settings-json", "settings-reload-interval", "cert-reload-interval", "instances",
+	"settings-path", "settings-json", "validate-overlay", "settings-reload-interval", "cert-reload-interval", "instances",
 	"timeout", "memory-limit", "max-request-bytes", "shutdown-delay", "shutdown-timeout", "pprof",
 	"log-level", "log-format", "verbose", "cache-dir",
 }
