@@ -80,6 +80,8 @@ type suite struct {
 	serveBinary                 string
 	settingsFile                string
 	mwcManifest                 []byte
+	vwcManifest                 []byte
+	kubewardenPolicies          [][]byte // the ClusterAdmissionPolicy and its validating twin
 
 	clients  map[string]*kubernetes.Clientset
 	identity map[string]identity // what the API server says each user is
@@ -283,14 +285,41 @@ func (s *suite) setUp(ctx context.Context, repo string) error {
 		return fmt.Errorf("read the webhook configuration: %w", err)
 	}
 
+	if s.vwcManifest, err = os.ReadFile(filepath.Join(repo, "deploy", "webhook", "validatingwebhookconfiguration.yaml")); err != nil {
+		return fmt.Errorf("read the validating webhook configuration: %w", err)
+	}
+	for _, f := range []string{"clusteradmissionpolicy.yaml", "clusteradmissionpolicy-validate.yaml"} {
+		data, err := os.ReadFile(filepath.Join(repo, "deploy", "kubewarden", f))
+		if err != nil {
+			return fmt.Errorf("read the ClusterAdmissionPolicy: %w", err)
+		}
+		s.kubewardenPolicies = append(s.kubewardenPolicies, data)
+	}
+	// The shipped Deployment's --validate-overlay, so /validate is the
+	// validating twin exactly as deployed.
+	overlay, err := deploymentFlag(filepath.Join(repo, "deploy", "webhook", "deployment.yaml"), "validate-overlay")
+	if err != nil {
+		return err
+	}
 	s.webhook, err = s.cluster.StartWebhook(ctx, cluster.WebhookOptions{
 		Name: "serve-main", Binary: s.serveBinary, SettingsFile: s.settingsFile,
+		ExtraArgs: []string{"--validate-overlay", overlay},
 	})
 	if err != nil {
 		return err
 	}
 	if _, err := s.registerWebhook(ctx, "yunikorn-userinfo-e2e", s.webhook, webhookMain); err != nil {
 		return err
+	}
+	// The validating twin as shipped, so every scenario also shows that it
+	// accepts what the policy produced.
+	vwc, err := cluster.AdaptValidatingWebhookConfiguration(s.vwcManifest, "yunikorn-userinfo-e2e-validate", s.webhook.BaseURL,
+		s.cluster.PKI.CAPEM, map[string]string{webhookLabel: webhookMain})
+	if err != nil {
+		return err
+	}
+	if _, err := s.clients[admin].AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create validating webhook configuration %s: %w", vwc.Name, err)
 	}
 	// A namespace of its own to watch the configuration take effect; the
 	// tests' namespaces then find it in force.

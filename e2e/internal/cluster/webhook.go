@@ -26,6 +26,8 @@ type WebhookOptions struct {
 	Binary string
 	// SettingsFile is passed as --settings-path. Required.
 	SettingsFile string
+	// ExtraArgs are appended to serve's arguments.
+	ExtraArgs []string
 }
 
 // Webhook is a running `yunikorn-userinfo serve`.
@@ -67,7 +69,7 @@ func (c *Cluster) StartWebhook(ctx context.Context, opts WebhookOptions) (*Webho
 	p := c.track(&Process{
 		Name: opts.Name,
 		Path: binary,
-		Args: []string{"serve",
+		Args: append([]string{"serve",
 			"--listen", listen,
 			"--metrics-listen", "127.0.0.1:" + strconv.Itoa(ports[1]),
 			"--cert-file", certFile, "--key-file", keyFile,
@@ -75,7 +77,7 @@ func (c *Cluster) StartWebhook(ctx context.Context, opts WebhookOptions) (*Webho
 			// One JSON line per admission: the scenarios read them to see
 			// who the API server said was asking.
 			"--log-format", "json", "--log-level", "info",
-		},
+		}, opts.ExtraArgs...),
 	})
 	w := &Webhook{BaseURL: "https://" + listen, Process: p, c: c, readyz: "https://" + listen + "/readyz", timeout: c.opts.StartTimeout}
 	if err := w.Start(ctx); err != nil {
@@ -112,6 +114,7 @@ type AdmissionLog struct {
 	User        string `json:"user"`
 	Operation   string `json:"operation"`
 	SubResource string `json:"subresource"`
+	Stage       string `json:"stage"`
 	Decision    string `json:"decision"`
 	Code        int    `json:"code"`
 	Message     string `json:"message"`
@@ -191,25 +194,139 @@ func AdaptWebhookConfiguration(manifest []byte, name, baseURL string, caBundle [
 	delete(mwc.Annotations, "cert-manager.io/inject-ca-from")
 	for i := range mwc.Webhooks {
 		wh := &mwc.Webhooks[i]
-		svc := wh.ClientConfig.Service
-		if svc == nil {
-			return nil, fmt.Errorf("adapt webhook %s: clientConfig has no service", wh.Name)
-		}
-		// A service without a path is called at "/", as the API server does.
-		u := baseURL + "/"
-		if svc.Path != nil {
-			u = baseURL + *svc.Path
-		}
-		wh.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
-		if wh.NamespaceSelector == nil {
-			wh.NamespaceSelector = &metav1.LabelSelector{}
-		}
-		if wh.NamespaceSelector.MatchLabels == nil {
-			wh.NamespaceSelector.MatchLabels = map[string]string{}
-		}
-		for k, v := range nsLabels {
-			wh.NamespaceSelector.MatchLabels[k] = v
+		if err := adapt(wh.Name, &wh.ClientConfig, &wh.NamespaceSelector, baseURL, caBundle, nsLabels); err != nil {
+			return nil, err
 		}
 	}
 	return &mwc, nil
+}
+
+// AdaptValidatingWebhookConfiguration is AdaptWebhookConfiguration for the
+// shipped ValidatingWebhookConfiguration (the validating twin).
+func AdaptValidatingWebhookConfiguration(manifest []byte, name, baseURL string, caBundle []byte, nsLabels map[string]string) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	if err := yaml.UnmarshalStrict(manifest, &vwc); err != nil {
+		return nil, fmt.Errorf("decode the validating webhook configuration: %w", err)
+	}
+	if len(vwc.Webhooks) == 0 {
+		return nil, errors.New("decode the validating webhook configuration: no webhooks")
+	}
+	vwc.Name = name
+	delete(vwc.Annotations, "cert-manager.io/inject-ca-from")
+	for i := range vwc.Webhooks {
+		wh := &vwc.Webhooks[i]
+		if err := adapt(wh.Name, &wh.ClientConfig, &wh.NamespaceSelector, baseURL, caBundle, nsLabels); err != nil {
+			return nil, err
+		}
+	}
+	return &vwc, nil
+}
+
+// adapt points one webhook's client configuration at baseURL and narrows
+// its namespace selector to the given labels.
+func adapt(name string, cc *admissionregistrationv1.WebhookClientConfig, sel **metav1.LabelSelector, baseURL string, caBundle []byte, nsLabels map[string]string) error {
+	svc := cc.Service
+	if svc == nil {
+		return fmt.Errorf("adapt webhook %s: clientConfig has no service", name)
+	}
+	// A service without a path is called at "/", as the API server does.
+	u := baseURL + "/"
+	if svc.Path != nil {
+		u = baseURL + *svc.Path
+	}
+	*cc = admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
+	if *sel == nil {
+		*sel = &metav1.LabelSelector{}
+	}
+	if (*sel).MatchLabels == nil {
+		(*sel).MatchLabels = map[string]string{}
+	}
+	for k, v := range nsLabels {
+		(*sel).MatchLabels[k] = v
+	}
+	return nil
+}
+
+// clusterAdmissionPolicy is what KubewardenWebhookConfigurations reads of a
+// ClusterAdmissionPolicy manifest (policies.kubewarden.io/v1).
+type clusterAdmissionPolicy struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Mutating          bool                                         `json:"mutating"`
+		Rules             []admissionregistrationv1.RuleWithOperations `json:"rules"`
+		FailurePolicy     *admissionregistrationv1.FailurePolicyType   `json:"failurePolicy"`
+		MatchPolicy       *admissionregistrationv1.MatchPolicyType     `json:"matchPolicy"`
+		NamespaceSelector *metav1.LabelSelector                        `json:"namespaceSelector"`
+		ObjectSelector    *metav1.LabelSelector                        `json:"objectSelector"`
+		SideEffects       *admissionregistrationv1.SideEffectClass     `json:"sideEffects"`
+		TimeoutSeconds    *int32                                       `json:"timeoutSeconds"`
+		MatchConditions   []admissionregistrationv1.MatchCondition     `json:"matchConditions"`
+	} `json:"spec"`
+}
+
+// KubewardenWebhook is the webhook configuration the Kubewarden controller
+// creates for a ClusterAdmissionPolicy: Mutating when the policy may
+// mutate, else Validating.
+type KubewardenWebhook struct {
+	Mutating   *admissionregistrationv1.MutatingWebhookConfiguration
+	Validating *admissionregistrationv1.ValidatingWebhookConfiguration
+}
+
+// KubewardenWebhookConfiguration builds, from a ClusterAdmissionPolicy
+// manifest, the configuration the Kubewarden controller registers for it
+// (policy_subreconciler_webhook.go: one webhook named
+// clusterwide-NAME.kubewarden.admission with the policy's rules, failure
+// and match policies, selectors, side effects, timeout and match
+// conditions, review version v1, and no reinvocationPolicy), but calling
+// baseURL+path instead of a policy-server Service, and with its namespace
+// selector narrowed to nsLabels. The policy-server is what these tests
+// cannot run; the registration is Kubewarden's.
+func KubewardenWebhookConfiguration(manifest []byte, baseURL, path string, caBundle []byte, nsLabels map[string]string) (*KubewardenWebhook, error) {
+	var p clusterAdmissionPolicy
+	if err := yaml.Unmarshal(manifest, &p); err != nil {
+		return nil, fmt.Errorf("decode the ClusterAdmissionPolicy: %w", err)
+	}
+	name := "clusterwide-" + p.Metadata.Name
+	u := baseURL + path
+	none := admissionregistrationv1.SideEffectClassNone
+	side := p.Spec.SideEffects
+	if side == nil {
+		side = &none
+	}
+	sel := p.Spec.NamespaceSelector.DeepCopy()
+	if sel == nil {
+		sel = &metav1.LabelSelector{}
+	}
+	if sel.MatchLabels == nil {
+		sel.MatchLabels = map[string]string{}
+	}
+	for k, v := range nsLabels {
+		sel.MatchLabels[k] = v
+	}
+	cc := admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
+	meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/part-of": "kubewarden"}}
+	if p.Spec.Mutating {
+		return &KubewardenWebhook{Mutating: &admissionregistrationv1.MutatingWebhookConfiguration{
+			ObjectMeta: meta,
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name: name + ".kubewarden.admission", ClientConfig: cc, Rules: p.Spec.Rules,
+				FailurePolicy: p.Spec.FailurePolicy, MatchPolicy: p.Spec.MatchPolicy,
+				NamespaceSelector: sel, ObjectSelector: p.Spec.ObjectSelector, SideEffects: side,
+				TimeoutSeconds: p.Spec.TimeoutSeconds, AdmissionReviewVersions: []string{"v1"},
+				MatchConditions: p.Spec.MatchConditions,
+			}},
+		}}, nil
+	}
+	return &KubewardenWebhook{Validating: &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: meta,
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: name + ".kubewarden.admission", ClientConfig: cc, Rules: p.Spec.Rules,
+			FailurePolicy: p.Spec.FailurePolicy, MatchPolicy: p.Spec.MatchPolicy,
+			NamespaceSelector: sel, ObjectSelector: p.Spec.ObjectSelector, SideEffects: side,
+			TimeoutSeconds: p.Spec.TimeoutSeconds, AdmissionReviewVersions: []string{"v1"},
+			MatchConditions: p.Spec.MatchConditions,
+		}},
+	}}, nil
 }
