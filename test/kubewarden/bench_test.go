@@ -45,6 +45,22 @@ func BenchmarkEvaluation(b *testing.B) {
 				}
 			}
 		})
+		// The test host's own share of the first figure: re-serialising
+		// the request and diffing the policy's answer, without the guest.
+		answer, err := e.Validate(b.Context(), payload)
+		require.NoError(b, err)
+		b.Run("mode=kubewarden-host-side-only/fixture="+name, func(b *testing.B) {
+			b.SetBytes(int64(len(request)))
+			for b.Loop() {
+				req, _, err := validatePayload(request, []byte("{}"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := admissionResponse(req, answer); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 		b.Run("mode=pooled/fixture="+name, func(b *testing.B) {
 			b.SetBytes(int64(len(request)))
 			for b.Loop() {

@@ -205,29 +205,43 @@ type AdmissionResponse struct {
 // would not have evaluated the policy at all (errUnparseable: the body is
 // refused before any policy runs).
 func (p *PolicyServer) Validate(request, settings []byte) ([]byte, error) {
+	req, payload, err := validatePayload(request, settings)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.invoke("validate", payload)
+	if err != nil {
+		return reject(req["uid"].(string), "internal server error: "+err.Error(), 500), nil
+	}
+	return admissionResponse(req, out)
+}
+
+// validatePayload is what policy-server hands the policy: the typed
+// request and the settings, re-serialised.
+func validatePayload(request, settings []byte) (map[string]any, []byte, error) {
 	// The request sits two levels deep in the AdmissionReview body.
 	raw, err := parse(request, 1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req, err := typedRequest(raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	set, err := parse(settings, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if set == nil {
 		set = map[string]any{}
 	}
-	uid := req["uid"].(string)
-	payload := encodeJSON(map[string]any{"request": req, "settings": set})
+	return req, encodeJSON(map[string]any{"request": req, "settings": set}), nil
+}
 
-	out, err := p.invoke("validate", payload)
-	if err != nil {
-		return reject(uid, "internal server error: "+err.Error(), 500), nil
-	}
+// admissionResponse builds the AdmissionResponse from the policy's answer
+// out, as policy-evaluator does.
+func admissionResponse(req map[string]any, out []byte) ([]byte, error) {
+	uid := req["uid"].(string)
 	var resp struct {
 		Accepted         bool              `json:"accepted"`
 		Message          *string           `json:"message"`
