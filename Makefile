@@ -198,8 +198,14 @@ soak: build loadgen ## Soak at a fixed rate (RATE=1000, DURATION=10m): RSS and g
 
 E2E_TIMEOUT ?= 30m
 
+.PHONY: chart-render
+chart-render: ## Render the Helm chart (standalone and Kubewarden variants, default values) into build/chart with Helm's libraries, as make e2e installs it
+	@mkdir -p $(BUILD)/chart
+	cd test/manifests && $(GO) run ./cmd/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(CURDIR)/$(BUILD)/chart/standalone.yaml && \
+	  $(GO) run ./cmd/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: kubewarden' -out $(CURDIR)/$(BUILD)/chart/kubewarden.yaml
+
 .PHONY: e2e
-e2e: build ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1 (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold)
+e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1 (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold)
 	@start=$$(date +%s); \
 	cd e2e && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./internal/... && \
 	CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 ./scenarios && \

@@ -17,6 +17,7 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/yunikorn-userinfo/userinfo/e2e/internal/cluster"
 )
@@ -291,11 +292,19 @@ func TestServerSideApply(t *testing.T) {
 		ctx := t.Context()
 		_, err := cs.AppsV1().Deployments(ns).Create(ctx, newDeployment("replaced", 1, nil), metav1.CreateOptions{})
 		require.NoError(t, err, "alice creates a deployment")
-		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "replaced", metav1.GetOptions{})
-		require.NoError(t, err)
-		delete(d.Spec.Template.Annotations, annotationKey)
 		warnings.take()
-		_, err = cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		// The Deployment controller writes the object too (its revision
+		// annotation): on a conflict, read it again and retry, as a
+		// client does.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			d, err := cs.AppsV1().Deployments(ns).Get(ctx, "replaced", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			delete(d.Spec.Template.Annotations, annotationKey)
+			_, err = cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+			return err
+		})
 		require.NoError(t, err, "update without the annotation")
 		assert.Equal(t, []string{warnRestored}, warnings.take(), "the policy's warning reaches the client")
 		assert.Equal(t, want, get(t, "replaced").Spec.Template.Annotations[annotationKey], "user.info restored")

@@ -269,9 +269,20 @@ func (s *suite) setUp(ctx context.Context, repo string) error {
 		return err
 	}
 
-	cm, err := os.ReadFile(filepath.Join(repo, "deploy", "webhook", "configmap.yaml"))
+	// What is installed is the Helm chart's rendering (make e2e writes it
+	// with Helm's libraries: test/manifests/cmd/chartrender), standalone
+	// and Kubewarden variants, which test/manifests checks equal to deploy/.
+	standalone, err := cluster.ReadRendering(chartRendering(repo, "E2E_CHART_STANDALONE", "standalone.yaml"))
 	if err != nil {
-		return fmt.Errorf("read the settings configmap: %w", err)
+		return err
+	}
+	kubewarden, err := cluster.ReadRendering(chartRendering(repo, "E2E_CHART_KUBEWARDEN", "kubewarden.yaml"))
+	if err != nil {
+		return err
+	}
+	cm, err := standalone.One("ConfigMap")
+	if err != nil {
+		return err
 	}
 	settings, err := cluster.AdaptSettings(cm, externalUsers)
 	if err != nil {
@@ -281,23 +292,22 @@ func (s *suite) setUp(ctx context.Context, repo string) error {
 	if err := os.WriteFile(s.settingsFile, settings, 0o600); err != nil {
 		return fmt.Errorf("write the settings: %w", err)
 	}
-	if s.mwcManifest, err = os.ReadFile(filepath.Join(repo, "deploy", "webhook", "mutatingwebhookconfiguration.yaml")); err != nil {
-		return fmt.Errorf("read the webhook configuration: %w", err)
+	if s.mwcManifest, err = standalone.One("MutatingWebhookConfiguration"); err != nil {
+		return err
 	}
-
-	if s.vwcManifest, err = os.ReadFile(filepath.Join(repo, "deploy", "webhook", "validatingwebhookconfiguration.yaml")); err != nil {
-		return fmt.Errorf("read the validating webhook configuration: %w", err)
+	if s.vwcManifest, err = standalone.One("ValidatingWebhookConfiguration"); err != nil {
+		return err
 	}
-	for _, f := range []string{"clusteradmissionpolicy.yaml", "clusteradmissionpolicy-validate.yaml"} {
-		data, err := os.ReadFile(filepath.Join(repo, "deploy", "kubewarden", f))
-		if err != nil {
-			return fmt.Errorf("read the ClusterAdmissionPolicy: %w", err)
-		}
-		s.kubewardenPolicies = append(s.kubewardenPolicies, data)
+	if s.kubewardenPolicies = kubewarden.All("ClusterAdmissionPolicy"); len(s.kubewardenPolicies) != 2 {
+		return fmt.Errorf("the chart's Kubewarden rendering has %d ClusterAdmissionPolicies, want the pair", len(s.kubewardenPolicies))
 	}
-	// The shipped Deployment's --validate-overlay, so /validate is the
-	// validating twin exactly as deployed.
-	overlay, err := deploymentFlag(filepath.Join(repo, "deploy", "webhook", "deployment.yaml"), "validate-overlay")
+	// The rendered Deployment's --validate-overlay, so /validate is the
+	// validating twin exactly as installed.
+	deployment, err := standalone.One("Deployment")
+	if err != nil {
+		return err
+	}
+	overlay, err := deploymentFlag(deployment, "validate-overlay")
 	if err != nil {
 		return err
 	}
@@ -328,6 +338,14 @@ func (s *suite) setUp(ctx context.Context, repo string) error {
 		return err
 	}
 	return waitEnforced(ctx, ns)
+}
+
+// chartRendering is the path of a chart rendering: $env, else build/chart/name.
+func chartRendering(repo, env, name string) string {
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	return filepath.Join(repo, "build", "chart", name)
 }
 
 // registerWebhook creates the shipped MutatingWebhookConfiguration, adapted

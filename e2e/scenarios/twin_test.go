@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -262,14 +261,10 @@ func (h *hostileWebhook) configuration() *admissionregistrationv1.MutatingWebhoo
 }
 
 // deploymentFlag returns the value of --name=value in the container args
-// of the Deployment manifest at path.
-func deploymentFlag(path, name string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read the deployment: %w", err)
-	}
+// of a Deployment manifest.
+func deploymentFlag(manifest []byte, name string) (string, error) {
 	var d appsv1.Deployment
-	if err := yaml.Unmarshal(data, &d); err != nil {
+	if err := yaml.Unmarshal(manifest, &d); err != nil {
 		return "", fmt.Errorf("decode the deployment: %w", err)
 	}
 	for _, c := range d.Spec.Template.Spec.Containers {

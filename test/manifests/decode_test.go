@@ -43,18 +43,20 @@ type kind struct {
 // one in the wrong case) fails, as the API server's strict field validation
 // would.
 var kinds = map[schema.GroupVersionKind]kind{
-	corev1.SchemeGroupVersion.WithKind("Namespace"):                                     {new: func() any { return &corev1.Namespace{} }},
-	corev1.SchemeGroupVersion.WithKind("ServiceAccount"):                                {new: func() any { return &corev1.ServiceAccount{} }, namespaced: true},
-	corev1.SchemeGroupVersion.WithKind("ConfigMap"):                                     {new: func() any { return &corev1.ConfigMap{} }, namespaced: true},
-	corev1.SchemeGroupVersion.WithKind("Service"):                                       {new: func() any { return &corev1.Service{} }, namespaced: true},
-	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                    {new: func() any { return &appsv1.Deployment{} }, namespaced: true},
-	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                         {new: func() any { return &policyv1.PodDisruptionBudget{} }, namespaced: true},
-	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"): {new: func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} }},
+	corev1.SchemeGroupVersion.WithKind("Namespace"):                                       {new: func() any { return &corev1.Namespace{} }},
+	corev1.SchemeGroupVersion.WithKind("ServiceAccount"):                                  {new: func() any { return &corev1.ServiceAccount{} }, namespaced: true},
+	corev1.SchemeGroupVersion.WithKind("ConfigMap"):                                       {new: func() any { return &corev1.ConfigMap{} }, namespaced: true},
+	corev1.SchemeGroupVersion.WithKind("Service"):                                         {new: func() any { return &corev1.Service{} }, namespaced: true},
+	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                      {new: func() any { return &appsv1.Deployment{} }, namespaced: true},
+	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                           {new: func() any { return &policyv1.PodDisruptionBudget{} }, namespaced: true},
+	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"):   {new: func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} }},
 	admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration"): {new: func() any { return &admissionregistrationv1.ValidatingWebhookConfiguration{} }},
-	certmanagerv1.SchemeGroupVersion.WithKind("Issuer"):                                 {new: func() any { return &certmanagerv1.Issuer{} }, namespaced: true},
-	certmanagerv1.SchemeGroupVersion.WithKind("Certificate"):                            {new: func() any { return &certmanagerv1.Certificate{} }, namespaced: true},
-	policiesv1.GroupVersion.WithKind("ClusterAdmissionPolicy"):                          {new: func() any { return &policiesv1.ClusterAdmissionPolicy{} }},
-	{Group: "kustomize.config.k8s.io", Version: "v1beta1", Kind: "Kustomization"}:       {new: func() any { return &kustomize.Kustomization{} }},
+	certmanagerv1.SchemeGroupVersion.WithKind("Issuer"):                                   {new: func() any { return &certmanagerv1.Issuer{} }, namespaced: true},
+	certmanagerv1.SchemeGroupVersion.WithKind("Certificate"):                              {new: func() any { return &certmanagerv1.Certificate{} }, namespaced: true},
+	policiesv1.GroupVersion.WithKind("ClusterAdmissionPolicy"):                            {new: func() any { return &policiesv1.ClusterAdmissionPolicy{} }},
+	policiesv1.GroupVersion.WithKind("PolicyServer"):                                      {new: func() any { return &policiesv1.PolicyServer{} }},
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}:               {new: func() any { return &serviceMonitor{} }, namespaced: true},
+	{Group: "kustomize.config.k8s.io", Version: "v1beta1", Kind: "Kustomization"}:         {new: func() any { return &kustomize.Kustomization{} }},
 }
 
 // manifest is one decoded document of a manifest file.

@@ -45,6 +45,7 @@ var fileKinds = []fileKind{
 			glob("host/artifacthub/testdata/*.repo.golden.yml")),
 		check: checkArtifacthubRepository,
 	},
+	{name: "Helm chart", match: under("charts/"), check: checkChartFile},
 	{name: "GitHub Actions workflow", match: anyOf(glob(".github/workflows/*.yml"), glob(".github/workflows/*.yaml")), check: checkWorkflow},
 }
 
@@ -148,6 +149,7 @@ func TestYAMLFiles_claims(t *testing.T) {
 		{name: "golden package", rel: "host/artifacthub/testdata/full.pkg.golden.yml", want: 1},
 		{name: "repository", rel: "artifacthub/artifacthub-repo.yml", want: 1},
 		{name: "workflow", rel: ".github/workflows/ci.yml", want: 1},
+		{name: "chart template", rel: "charts/yunikorn-userinfo/templates/deployment.yaml", want: 1},
 		{name: "stray file", rel: "policy/testdata/settings.yaml", want: 0},
 		{name: "metadata elsewhere", rel: "policy/metadata.yml", want: 0},
 	}

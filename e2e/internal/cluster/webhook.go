@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -329,4 +332,48 @@ func KubewardenWebhookConfiguration(manifest []byte, baseURL, path string, caBun
 			MatchConditions: p.Spec.MatchConditions,
 		}},
 	}}, nil
+}
+
+// Rendering is a multi-document manifest (a chart's rendering), its
+// documents grouped by kind.
+type Rendering struct {
+	path   string
+	byKind map[string][][]byte
+}
+
+// ReadRendering reads a multi-document YAML file.
+func ReadRendering(path string) (*Rendering, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the chart rendering (make e2e writes it): %w", err)
+	}
+	r := &Rendering{path: path, byKind: map[string][][]byte{}}
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return r, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+		if tm.Kind != "" {
+			r.byKind[tm.Kind] = append(r.byKind[tm.Kind], doc)
+		}
+	}
+}
+
+// All returns the documents of a kind.
+func (r *Rendering) All(kind string) [][]byte { return r.byKind[kind] }
+
+// One returns the only document of a kind.
+func (r *Rendering) One(kind string) ([]byte, error) {
+	if docs := r.byKind[kind]; len(docs) == 1 {
+		return docs[0], nil
+	}
+	return nil, fmt.Errorf("%s: want exactly one %s, have %d", r.path, kind, len(r.byKind[kind]))
 }

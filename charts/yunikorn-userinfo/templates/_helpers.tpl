@@ -1,0 +1,83 @@
+{{/* The name of every object: the release name. */}}
+{{- define "yunikorn-userinfo.fullname" -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels Helm adds to those of deploy/ (test/manifests ignores these). */}}
+{{- define "yunikorn-userinfo.helmLabels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* Labels of objects that belong to the product as a whole. */}}
+{{- define "yunikorn-userinfo.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/part-of: yunikorn-userinfo
+{{ include "yunikorn-userinfo.helmLabels" . }}
+{{- end -}}
+
+{{/* Labels of the webhook's own objects. */}}
+{{- define "yunikorn-userinfo.webhookLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/component: webhook
+app.kubernetes.io/part-of: yunikorn-userinfo
+{{ include "yunikorn-userinfo.helmLabels" . }}
+{{- end -}}
+
+{{/* The webhook Pods' selector. */}}
+{{- define "yunikorn-userinfo.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{- define "yunikorn-userinfo.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{- define "yunikorn-userinfo.tlsSecret" -}}
+{{- if .Values.tls.certManager -}}
+{{ include "yunikorn-userinfo.fullname" . }}-tls
+{{- else -}}
+{{ required "tls.existingSecret is required when tls.certManager is false" .Values.tls.existingSecret }}
+{{- end -}}
+{{- end -}}
+
+{{- define "yunikorn-userinfo.policyServer" -}}
+{{- if .Values.kubewarden.policyServer.create -}}
+{{ .Values.kubewarden.policyServer.name | default (include "yunikorn-userinfo.fullname" .) }}
+{{- else -}}
+{{ required "kubewarden.policyServer.name is required when kubewarden.policyServer.create is false" .Values.kubewarden.policyServer.name }}
+{{- end -}}
+{{- end -}}
+
+{{/* Checks of values that would render a broken installation. */}}
+{{- define "yunikorn-userinfo.validate" -}}
+{{- if not (has .Values.mode (list "standalone" "kubewarden")) -}}
+{{- fail (printf "mode: %q is not standalone or kubewarden" .Values.mode) -}}
+{{- end -}}
+{{- if not (has .Values.failurePolicy (list "Fail" "Ignore")) -}}
+{{- fail (printf "failurePolicy: %q is not Fail or Ignore" .Values.failurePolicy) -}}
+{{- end -}}
+{{- if and (not .Values.tls.certManager) (not .Values.tls.caBundle) (eq .Values.mode "standalone") -}}
+{{- fail "tls.caBundle is required when tls.certManager is false: the API server must trust the webhook's certificate" -}}
+{{- end -}}
+{{- if hasKey .Values.settings "validateOnly" -}}
+{{- fail "settings.validateOnly: set validatingTwin instead; the chart gives validateOnly to the twin only" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The namespace selector of every webhook: kube-system (by default) and the
+release's own namespace are never sent to the webhook.
+*/}}
+{{- define "yunikorn-userinfo.namespaceSelector" -}}
+matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ concat .Values.excludedNamespaces (list .Release.Namespace) | uniq | toJson }}
+{{- end -}}

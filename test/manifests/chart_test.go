@@ -1,0 +1,355 @@
+package manifests
+
+import (
+	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	policiesv1 "github.com/kubewarden/adm-controller/api/policies/v1"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	chart "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"sigs.k8s.io/yaml"
+
+	"github.com/yunikorn-userinfo/userinfo/test/manifests/internal/chartrender"
+)
+
+const chartDir = "charts/yunikorn-userinfo"
+
+// serviceMonitor is the part of the Prometheus Operator's ServiceMonitor the
+// chart writes, decoded strictly (the operator's module is not worth
+// importing for one type).
+type serviceMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		Selector  metav1.LabelSelector `json:"selector"`
+		Endpoints []struct {
+			Port     string `json:"port"`
+			Path     string `json:"path"`
+			Scheme   string `json:"scheme"`
+			Interval string `json:"interval"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+// checkChartFile: Chart.yaml is valid chart metadata and values.yaml is
+// YAML; templates are rendered and checked by the TestChart tests.
+func checkChartFile(t *testing.T, rel string, data []byte) {
+	switch filepath.Base(rel) {
+	case "Chart.yaml":
+		var md chart.Metadata
+		require.NoError(t, decodeStrict(data, &md))
+		assert.NoError(t, md.Validate())
+	case "values.yaml":
+		var v map[string]any
+		require.NoError(t, yaml.UnmarshalStrict(data, &v))
+	default:
+		require.Equal(t, "templates", filepath.Base(filepath.Dir(rel)), "%s: only Chart.yaml, values.yaml and templates/", rel)
+	}
+}
+
+// render renders the chart as `helm template` does and decodes every
+// document strictly.
+func render(t *testing.T, values map[string]any, release, namespace string) ([]manifest, error) {
+	t.Helper()
+	out, err := chartrender.Render(filepath.Join(repoRoot, chartDir), values, release, namespace)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := decodeManifests(chartDir, out)
+	require.NoError(t, err, "%s", out)
+	return ms, nil
+}
+
+func mustRender(t *testing.T, values map[string]any, release, namespace string) []manifest {
+	t.Helper()
+	ms, err := render(t, values, release, namespace)
+	require.NoError(t, err)
+	return ms
+}
+
+// helmOnlyLabels are the labels the chart adds to those of deploy/.
+var helmOnlyLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart"}
+
+// comparable turns an object into JSON-like maps for comparison with
+// deploy/: the labels only Helm adds removed, settings documents parsed.
+func comparable(t *testing.T, obj any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(obj)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	strip := func(meta any) {
+		if mm, ok := meta.(map[string]any); ok {
+			if labels, ok := mm["labels"].(map[string]any); ok {
+				for _, k := range helmOnlyLabels {
+					delete(labels, k)
+				}
+			}
+		}
+	}
+	strip(m["metadata"])
+	if spec, ok := m["spec"].(map[string]any); ok {
+		if tmpl, ok := spec["template"].(map[string]any); ok {
+			strip(tmpl["metadata"])
+		}
+	}
+	if data, ok := m["data"].(map[string]any); ok {
+		if s, ok := data[settingsKey].(string); ok {
+			var parsed any
+			require.NoError(t, yaml.Unmarshal([]byte(s), &parsed))
+			data[settingsKey] = parsed
+		}
+	}
+	return m
+}
+
+func byKey(t *testing.T, ms []manifest) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, m := range ms {
+		meta, ok := m.obj.(metav1.Object)
+		require.True(t, ok, "%s: %s has metadata", m.path, m.gvk)
+		key := m.gvk.Kind + " " + meta.GetNamespace() + "/" + meta.GetName()
+		require.NotContains(t, out, key, "%s twice", key)
+		out[key] = comparable(t, m.obj)
+	}
+	return out
+}
+
+// deployUnder is every object of deploy/ under dir but the Namespace and
+// the kustomizations, which the chart does not render (Helm installs into
+// a namespace it is given).
+func deployUnder(t *testing.T, dir string) []manifest {
+	t.Helper()
+	all, err := deployManifests()
+	require.NoError(t, err)
+	var out []manifest
+	for _, m := range all {
+		if strings.HasPrefix(m.path, dir) && m.gvk.Kind != "Namespace" && m.gvk.Kind != "Kustomization" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestChart_renderingIsDeploy: deploy/ is the chart's rendering with the
+// default values (release and namespace yunikorn-userinfo), object for
+// object, field for field, but for the labels Helm adds; and
+// deploy/kubewarden is its kubewarden mode on the default PolicyServer.
+func TestChart_renderingIsDeploy(t *testing.T) {
+	t.Parallel()
+	got := byKey(t, mustRender(t, nil, webhookNamespace, webhookNamespace))
+	want := byKey(t, deployUnder(t, "deploy/webhook/"))
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(got)), "the same objects")
+	for k, w := range want {
+		assert.Equal(t, w, got[k], "%s", k)
+	}
+
+	kw := byKey(t, mustRender(t, map[string]any{"mode": "kubewarden",
+		"kubewarden": map[string]any{"policyServer": map[string]any{"create": false, "name": "default"}}}, webhookNamespace, webhookNamespace))
+	want = byKey(t, deployUnder(t, "deploy/kubewarden/"))
+	assert.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(kw)), "the same objects")
+	for k, w := range want {
+		assert.Equal(t, w, kw[k], "%s", k)
+	}
+}
+
+// TestChart_lint: Helm's own linter finds nothing above INFO, in both modes.
+func TestChart_lint(t *testing.T) {
+	t.Parallel()
+	for _, values := range []map[string]any{nil, {"mode": "kubewarden"}} {
+		l := lint.RunAll(filepath.Join(repoRoot, chartDir), values, webhookNamespace)
+		for _, m := range l.Messages {
+			assert.LessOrEqual(t, m.Severity, support.InfoSev, "%s", m)
+		}
+	}
+}
+
+// chartMatrix are the value sets every check runs on.
+var chartMatrix = []struct {
+	name, release, namespace string
+	values                   string // YAML
+}{
+	{name: "defaults", release: "yunikorn-userinfo", namespace: "yunikorn-userinfo"},
+	{name: "other release and namespace", release: "uinfo", namespace: "platform"},
+	{name: "image by digest", release: "yunikorn-userinfo", namespace: "yunikorn-userinfo",
+		values: "image: {repository: registry.example.com/yui, digest: 'sha256:" + strings.Repeat("ab", 32) + "'}"},
+	{name: "existing secret", release: "yunikorn-userinfo", namespace: "yunikorn-userinfo",
+		values: "tls: {certManager: false, existingSecret: my-tls, caBundle: " + "Q0EgUEVNCg==" + "}"},
+	{name: "no twin, Ignore, extra namespaces", release: "yunikorn-userinfo", namespace: "yunikorn-userinfo",
+		values: "validatingTwin: false\nfailurePolicy: Ignore\nexcludedNamespaces: [kube-system, cni]"},
+	{name: "settings, monitoring, spread, no PDB", release: "yunikorn-userinfo", namespace: "yunikorn-userinfo",
+		values: "settings: {externalUsers: ['^livy$'], bypassAuth: false}\nserviceMonitor: {enabled: true, labels: {release: prom}}\n" +
+			"podDisruptionBudget: {enabled: false}\nreplicas: 3\ntopologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}]"},
+	{name: "kubewarden", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden"},
+	{name: "kubewarden without twin, monitor", release: "yunikorn-userinfo", namespace: "kubewarden",
+		values: "mode: kubewarden\nvalidatingTwin: false\nkubewarden: {policyMode: monitor}"},
+}
+
+// TestChart_matrix renders each value set and runs the checks deploy/ gets:
+// strict decoding (in render), the rules against metadata.yml, match
+// conditions compiled as the API server compiles them, namespace
+// selectors, webhooks pointing at the rendered Service, the twin mirroring
+// the mutating webhooks, known serve flags, settings the twin does not
+// override.
+func TestChart_matrix(t *testing.T) {
+	t.Parallel()
+	for _, tc := range chartMatrix {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var values map[string]any
+			require.NoError(t, yaml.Unmarshal([]byte(tc.values), &values))
+			ms := mustRender(t, values, tc.release, tc.namespace)
+			var (
+				mwcs    []*admissionregistrationv1.MutatingWebhookConfiguration
+				vwcs    []*admissionregistrationv1.ValidatingWebhookConfiguration
+				svcs    []*corev1.Service
+				deps    []*appsv1.Deployment
+				caps    []*policiesv1.ClusterAdmissionPolicy
+				servers []*policiesv1.PolicyServer
+			)
+			for _, m := range ms {
+				switch o := m.obj.(type) {
+				case *admissionregistrationv1.MutatingWebhookConfiguration:
+					mwcs = append(mwcs, o)
+				case *admissionregistrationv1.ValidatingWebhookConfiguration:
+					vwcs = append(vwcs, o)
+				case *corev1.Service:
+					svcs = append(svcs, o)
+				case *appsv1.Deployment:
+					deps = append(deps, o)
+				case *policiesv1.ClusterAdmissionPolicy:
+					caps = append(caps, o)
+				case *policiesv1.PolicyServer:
+					servers = append(servers, o)
+				}
+				if meta, ok := m.obj.(metav1.Object); ok && meta.GetNamespace() != "" {
+					assert.Equal(t, tc.namespace, meta.GetNamespace(), "%s %s", m.gvk.Kind, meta.GetName())
+				}
+			}
+			twin := values["validatingTwin"] != false
+			if values["mode"] == "kubewarden" {
+				assert.Empty(t, deps, "no webhook Deployment under Kubewarden")
+				checkChartPolicies(t, caps, servers, twin)
+				return
+			}
+			require.Len(t, mwcs, 1)
+			require.Len(t, svcs, 1)
+			require.Len(t, deps, 1)
+			checkChartWebhooks(t, mwcs[0].Webhooks, svcs[0], tc.namespace, "/mutate")
+			if !twin {
+				assert.Empty(t, vwcs)
+				assert.NotContains(t, strings.Join(deps[0].Spec.Template.Spec.Containers[0].Args, " "), "--validate-overlay")
+				return
+			}
+			require.Len(t, vwcs, 1)
+			var asMutating []admissionregistrationv1.MutatingWebhook
+			for i, v := range vwcs[0].Webhooks {
+				m := mwcs[0].Webhooks[i]
+				assert.Equal(t, m.Rules, v.Rules)
+				assert.Equal(t, m.MatchConditions, v.MatchConditions)
+				assert.Equal(t, m.NamespaceSelector, v.NamespaceSelector)
+				assert.Equal(t, m.FailurePolicy, v.FailurePolicy)
+				asMutating = append(asMutating, admissionregistrationv1.MutatingWebhook{Name: v.Name, ClientConfig: v.ClientConfig,
+					Rules: v.Rules, NamespaceSelector: v.NamespaceSelector, MatchConditions: v.MatchConditions})
+			}
+			checkChartWebhooks(t, asMutating, svcs[0], tc.namespace, "/validate")
+			assert.Contains(t, deps[0].Spec.Template.Spec.Containers[0].Args, `--validate-overlay={"validateOnly":true}`)
+			for _, arg := range deps[0].Spec.Template.Spec.Containers[0].Args[1:] {
+				name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+				assert.Contains(t, serveFlags, name, "unknown serve flag %s", arg)
+			}
+		})
+	}
+}
+
+// checkChartWebhooks: together the webhooks' rules are metadata.yml's, each
+// match condition compiles, the namespace selector leaves out kube-system
+// and the release's namespace, and each webhook calls the rendered Service
+// at path.
+func checkChartWebhooks(t *testing.T, hooks []admissionregistrationv1.MutatingWebhook, svc *corev1.Service, namespace, path string) {
+	t.Helper()
+	var rules []admissionregistrationv1.RuleWithOperations
+	for _, w := range hooks {
+		rules = append(rules, w.Rules...)
+		checkNamespaceSelector(t, w.NamespaceSelector, namespace)
+		cc := w.ClientConfig
+		if assert.NotNil(t, cc.Service, "%s: service", w.Name) {
+			assert.Equal(t, svc.Name, cc.Service.Name)
+			assert.Equal(t, svc.Namespace, cc.Service.Namespace)
+			assert.Equal(t, &path, cc.Service.Path)
+		}
+		compileConditions(t, w.Name, w.MatchConditions)
+	}
+	assert.ElementsMatch(t, expand(t, metadataRules(t)), expand(t, rules), "the rules are metadata.yml's")
+}
+
+// checkChartPolicies: the ClusterAdmissionPolicy (and its twin) has
+// metadata.yml's rules, compiling match conditions, and runs on the
+// rendered PolicyServer.
+func checkChartPolicies(t *testing.T, caps []*policiesv1.ClusterAdmissionPolicy, servers []*policiesv1.PolicyServer, twin bool) {
+	t.Helper()
+	want := 1
+	if twin {
+		want = 2
+	}
+	require.Len(t, caps, want)
+	require.Len(t, servers, 1, "a PolicyServer of its own")
+	for _, p := range caps {
+		assert.Equal(t, metadataRules(t), p.Spec.Rules, "%s: metadata.yml's rules", p.Name)
+		assert.Equal(t, servers[0].Name, p.Spec.PolicyServer)
+		compileConditions(t, p.Name, p.Spec.MatchConditions)
+		checkNamespaceSelector(t, p.Spec.NamespaceSelector, kubewardenNS)
+		var settings map[string]any
+		require.NoError(t, json.Unmarshal(p.Spec.Settings.Raw, &settings))
+		assert.Equal(t, !p.Spec.Mutating, settings["validateOnly"] == true, "%s: validateOnly exactly on the twin", p.Name)
+	}
+	assert.True(t, caps[0].Spec.Mutating)
+}
+
+// compileConditions compiles match conditions as the API server validates
+// a new webhook configuration.
+func compileConditions(t *testing.T, owner string, mcs []admissionregistrationv1.MatchCondition) {
+	t.Helper()
+	compiler := plugincel.NewCompiler(celEnv)
+	for _, mc := range mcs {
+		res := compiler.CompileCELExpression(&matchconditions.MatchCondition{Name: mc.Name, Expression: strings.TrimSpace(mc.Expression)},
+			webhookVariables, environment.NewExpressions)
+		assert.Nil(t, res.Error, "%s: %s", owner, mc.Name)
+	}
+}
+
+// TestChart_refusesBrokenValues: values that would install a broken or
+// unsafe webhook fail the rendering with a message naming the value.
+func TestChart_refusesBrokenValues(t *testing.T) {
+	t.Parallel()
+	for values, want := range map[string]string{
+		"mode: both":                                                    `mode: "both" is not standalone or kubewarden`,
+		"failurePolicy: Maybe":                                          `failurePolicy: "Maybe" is not Fail or Ignore`,
+		"tls: {certManager: false}":                                     "tls.existingSecret is required when tls.certManager is false",
+		"tls: {certManager: false, existingSecret: s}":                  "tls.caBundle is required when tls.certManager is false",
+		"settings: {validateOnly: true}":                                "settings.validateOnly: set validatingTwin instead",
+		"mode: kubewarden\nkubewarden: {policyServer: {create: false}}": "kubewarden.policyServer.name is required",
+	} {
+		var v map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(values), &v))
+		_, err := render(t, v, "yunikorn-userinfo", "yunikorn-userinfo")
+		if assert.Error(t, err, values) {
+			assert.Contains(t, err.Error(), want, values)
+		}
+	}
+}

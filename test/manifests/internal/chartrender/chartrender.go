@@ -1,0 +1,43 @@
+// Package chartrender renders the repository's Helm chart the way `helm
+// template` does, with Helm's own libraries: for the chart tests, and for
+// the real-cluster suite, which installs the chart's rendering.
+package chartrender
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
+)
+
+// Render renders the chart in dir for a release named release in
+// namespace, with values over the chart's defaults. It returns the rendered
+// manifests in template order, as one YAML stream, NOTES.txt left out.
+func Render(dir string, values map[string]any, release, namespace string) ([]byte, error) {
+	chrt, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	opts := chartcommon.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
+	vals, err := chartutil.ToRenderValues(chrt, values, opts, chartcommon.DefaultCapabilities.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("chart values: %w", err)
+	}
+	out, err := engine.Render(chrt, vals)
+	if err != nil {
+		return nil, fmt.Errorf("render chart: %w", err)
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		if strings.HasSuffix(name, "NOTES.txt") || strings.TrimSpace(out[name]) == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", name, strings.TrimSpace(out[name]))
+	}
+	return []byte(b.String()), nil
+}
