@@ -334,15 +334,19 @@ func compileConditions(t *testing.T, owner string, mcs []admissionregistrationv1
 }
 
 // TestChart_refusesBrokenValues: values that would install a broken or
-// unsafe webhook fail the rendering with a message naming the value.
+// unsafe webhook, or that are misspelt, fail the rendering with a message
+// naming the value (values.schema.json, then the chart's own checks).
 func TestChart_refusesBrokenValues(t *testing.T) {
 	t.Parallel()
 	for values, want := range map[string]string{
-		"mode: both":                                                    `mode: "both" is not standalone or kubewarden`,
-		"failurePolicy: Maybe":                                          `failurePolicy: "Maybe" is not Fail or Ignore`,
-		"tls: {certManager: false}":                                     "tls.existingSecret is required when tls.certManager is false",
-		"tls: {certManager: false, existingSecret: s}":                  "tls.caBundle is required when tls.certManager is false",
-		"settings: {validateOnly: true}":                                "settings.validateOnly: set validatingTwin instead",
+		"mode: both":                                   "mode",
+		"failurePolicy: Maybe":                         "failurePolicy",
+		"replica: 3":                                   "replica",
+		"settings: {bypasAuth: true}":                  "bypasAuth",
+		"settings: {validateOnly: true}":               "validateOnly",
+		"image: {digest: latest}":                      "digest",
+		"tls: {certManager: false}":                    "tls.existingSecret is required when tls.certManager is false",
+		"tls: {certManager: false, existingSecret: s}": "tls.caBundle is required when tls.certManager is false",
 		"mode: kubewarden\nkubewarden: {policyServer: {create: false}}": "kubewarden.policyServer.name is required",
 	} {
 		var v map[string]any
