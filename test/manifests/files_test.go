@@ -46,6 +46,7 @@ var fileKinds = []fileKind{
 		check: checkArtifacthubRepository,
 	},
 	{name: "Helm chart", match: under("charts/"), check: checkChartFile},
+	{name: "Kubernetes objects a host-capability replay answers from", match: under("host/kubecap/testdata/"), check: checkReplayObjects},
 	{name: "GitHub Actions workflow", match: anyOf(glob(".github/workflows/*.yml"), glob(".github/workflows/*.yaml")), check: checkWorkflow},
 }
 
@@ -150,6 +151,7 @@ func TestYAMLFiles_claims(t *testing.T) {
 		{name: "repository", rel: "artifacthub/artifacthub-repo.yml", want: 1},
 		{name: "workflow", rel: ".github/workflows/ci.yml", want: 1},
 		{name: "chart template", rel: "charts/yunikorn-userinfo/templates/deployment.yaml", want: 1},
+		{name: "replay objects", rel: "host/kubecap/testdata/cluster/pods.yaml", want: 1},
 		{name: "stray file", rel: "policy/testdata/settings.yaml", want: 0},
 		{name: "metadata elsewhere", rel: "policy/metadata.yml", want: 0},
 	}
@@ -486,5 +488,28 @@ func checkWorkflow(t *testing.T, _ string, data []byte) {
 		_, steps := j["steps"]
 		_, uses := j["uses"]
 		assert.True(t, steps || uses, "jobs.%s: needs steps or uses", name)
+	}
+}
+
+// checkReplayObjects: every document is a Kubernetes object with
+// apiVersion, kind and (but for SubjectAccessReviews and Lists) a name.
+func checkReplayObjects(t *testing.T, rel string, data []byte) {
+	docs, err := documents(data)
+	require.NoError(t, err)
+	require.NotEmpty(t, docs, "%s: no document", rel)
+	for i, doc := range docs {
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		require.NoError(t, yaml.Unmarshal(doc, &obj), "%s: document %d", rel, i)
+		assert.NotEmpty(t, obj.APIVersion, "%s: document %d: apiVersion", rel, i)
+		assert.NotEmpty(t, obj.Kind, "%s: document %d: kind", rel, i)
+		if obj.Kind != "SubjectAccessReview" && !strings.HasSuffix(obj.Kind, "List") {
+			assert.NotEmpty(t, obj.Metadata.Name, "%s: document %d: metadata.name", rel, i)
+		}
 	}
 }

@@ -1,0 +1,141 @@
+package kubecap
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+)
+
+// countingReviewer answers every review with allowed = (verb == "set") and
+// counts the reviews it was asked.
+type countingReviewer struct{ calls atomic.Int32 }
+
+func (c *countingReviewer) Create(_ context.Context, sar *authorizationv1.SubjectAccessReview, _ metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
+	c.calls.Add(1)
+	out := sar.DeepCopy()
+	out.Status.Allowed = sar.Spec.ResourceAttributes.Verb == "set"
+	out.Status.Reason = "fake"
+	return out, nil
+}
+
+// fakeCluster is a Cluster on client-go's fake dynamic client holding the
+// objects of testdata/cluster, with a RESTMapper for the three kinds.
+func fakeCluster(t *testing.T, reviewTTL time.Duration) (*Cluster, *countingReviewer) {
+	t.Helper()
+	replay, err := LoadReplay("testdata/cluster")
+	require.NoError(t, err)
+	var objs []runtime.Object
+	for _, list := range replay.objects {
+		for _, o := range list {
+			objs = append(objs, &unstructured.Unstructured{Object: o})
+		}
+	}
+	gvrs := map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "pods"}:       "PodList",
+		{Version: "v1", Resource: "configmaps"}: "ConfigMapList",
+		{Version: "v1", Resource: "namespaces"}: "NamespaceList",
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), gvrs, objs...)
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Version: "v1"}})
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, meta.RESTScopeNamespace)
+	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
+	rev := &countingReviewer{}
+	c, err := NewCluster(t.Context(), ClusterOptions{Resources: granted, Dynamic: dyn, Reviews: rev, Mapper: mapper,
+		SyncTimeout: 10 * time.Second, ReviewTTL: reviewTTL})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c, rev
+}
+
+// TestCluster_answersLikeReplay: on the same objects, the informer-backed
+// backend gives every answer of the capability table (can_i aside, which
+// the fake reviewer answers its own way).
+func TestCluster_answersLikeReplay(t *testing.T) {
+	c, _ := fakeCluster(t, time.Minute)
+	h, err := HostCalls(Options{Backend: c, Resources: granted})
+	require.NoError(t, err)
+	for _, tc := range capabilityCases {
+		if tc.op == OpCanI {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := h(t.Context(), "kubewarden", "kubernetes", tc.op, []byte(tc.payload))
+			if tc.wantErr != "" {
+				require.Error(t, err)
+				assert.Equal(t, tc.wantErr, err.Error())
+				return
+			}
+			require.NoError(t, err)
+			assert.JSONEq(t, tc.want, string(out))
+		})
+	}
+}
+
+// TestCluster_watchFollowsChanges: an object created after the start is
+// seen by the next list, through the watch.
+func TestCluster_watchFollowsChanges(t *testing.T) {
+	c, _ := fakeCluster(t, time.Minute)
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "late", "namespace": "default"}}}
+	_, err := c.dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Namespace("default").
+		Create(t.Context(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := c.Get(t.Context(), Resource{"v1", "Pod"}, "default", "late", false)
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	fresh, err := c.Get(t.Context(), Resource{"v1", "Pod"}, "default", "late", true)
+	require.NoError(t, err)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(fresh, &got))
+	assert.Equal(t, "late", got["metadata"].(map[string]any)["name"])
+	_, err = c.Get(t.Context(), Resource{"v1", "Pod"}, "default", "never", true)
+	assert.ErrorIs(t, err, ErrNotFound)
+}
+
+// TestCluster_canICache: an answer is reused within the TTL unless the
+// policy asks with disable_cache, and asked again after it.
+func TestCluster_canICache(t *testing.T) {
+	c, rev := fakeCluster(t, 200*time.Millisecond)
+	review := SubjectAccessReview{User: "u", ResourceAttributes: ResourceAttributes{Namespace: "spark", Verb: "set", Group: "yunikorn.apache.org", Resource: "userinfos"}}
+	for range 3 {
+		st, err := c.CanI(t.Context(), review, false)
+		require.NoError(t, err)
+		assert.True(t, st.Allowed)
+	}
+	assert.EqualValues(t, 1, rev.calls.Load(), "cached within the TTL")
+	_, err := c.CanI(t.Context(), review, true)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, rev.calls.Load(), "disable_cache asks again")
+	time.Sleep(250 * time.Millisecond)
+	_, err = c.CanI(t.Context(), review, false)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, rev.calls.Load(), "asked again after the TTL")
+	other := review
+	other.ResourceAttributes.Verb = "get"
+	st, err := c.CanI(t.Context(), other, false)
+	require.NoError(t, err)
+	assert.False(t, st.Allowed)
+}
+
+// TestNewCluster_unservedKind: a declared kind the API server does not
+// serve fails the start, naming it.
+func TestNewCluster_unservedKind(t *testing.T) {
+	mapper := meta.NewDefaultRESTMapper(nil)
+	_, err := NewCluster(t.Context(), ClusterOptions{Resources: []Resource{{"sparkoperator.k8s.io/v1beta2", "SparkApplication"}},
+		Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), Reviews: &countingReviewer{}, Mapper: mapper})
+	assert.ErrorContains(t, err, "sparkoperator.k8s.io/v1beta2/SparkApplication is not served by the API server")
+}
