@@ -39,6 +39,8 @@ type evalFlags struct {
 	settingsJSON   string
 	timeout        time.Duration
 	memoryLimitMiB uint32
+	contextDir     string
+	kubeconfig     string
 }
 
 func (f *evalFlags) register(cmd *cobra.Command) {
@@ -48,8 +50,11 @@ func (f *evalFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
 	fs.DurationVar(&f.timeout, "timeout", engine.DefaultTimeout, "deadline of one policy invocation")
 	fs.Uint32Var(&f.memoryLimitMiB, "memory-limit", defaultMemoryLimitMiB, "memory limit of the policy instance, in MiB")
+	fs.StringVar(&f.contextDir, "context-dir", "", "answer the policy's Kubernetes host capabilities (get_resource, list_resources_*, can_i) from the objects in this directory (YAML or JSON; SubjectAccessReviews with a status answer can_i)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", `answer the policy's Kubernetes host capabilities from the API server of this kubeconfig ("in-cluster": the Pod's service account)`)
 	_ = cmd.MarkFlagRequired("request-path")
 	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
+	cmd.MarkFlagsMutuallyExclusive("context-dir", "kubeconfig")
 }
 
 func (f *evalFlags) check() error {
@@ -249,11 +254,16 @@ func (a *app) openEval(ctx context.Context, args []string, f *evalFlags) (*evalS
 // newEngine compiles the module for a CLI command: one instance, since the
 // CLI evaluates sequentially.
 func (a *app) newEngine(ctx context.Context, logger *slog.Logger, in *evalInputs, f *evalFlags) (*engine.Engine, error) {
+	hostCalls, err := capabilityHostCalls(ctx, logger, in.module, f.contextDir, f.kubeconfig, nil)
+	if err != nil {
+		return nil, err
+	}
 	return a.loadModule(ctx, in.moduleName, in.module, engine.Options{
 		Logger:           logger,
 		MaxInstances:     1,
 		Timeout:          f.timeout,
 		MemoryLimitPages: f.memoryLimitMiB * pagesPerMiB,
+		HostCalls:        hostCalls,
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
 	"github.com/yunikorn-userinfo/userinfo/host/webhook"
 )
@@ -37,6 +38,7 @@ type serveFlags struct {
 	settingsPath    string
 	settingsJSON    string
 	validateOverlay string
+	kubeconfig      string
 	settingsReload  time.Duration
 	certReload      time.Duration
 	instances       int
@@ -112,6 +114,8 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.StringVar(&f.selfSignedDir, "self-signed-dir", filepath.Join(os.TempDir(), binaryName+"-self-signed"), "where --self-signed writes ca.crt, tls.crt and tls.key")
 	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "policy settings file, YAML or JSON, reloaded when it changes (default {})")
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", `API server for the policy's Kubernetes host capabilities: a kubeconfig file, or "in-cluster" `+
+		`(default: in-cluster when the module's metadata declares contextAwareResources, none otherwise)`)
 	fs.StringVar(&f.validateOverlay, "validate-overlay", "", "settings keys, as a JSON object, set over the settings for /validate, the validating webhook "+
 		`(for this policy's validating twin: '{"validateOnly":true}'); without it /validate uses the settings as they are`)
 	fs.DurationVar(&f.settingsReload, "settings-reload-interval", settings.DefaultInterval, "how often the settings file is checked for changes")
@@ -221,6 +225,21 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	if err != nil {
 		return err
 	}
+	kubeconfig := f.kubeconfig
+	if kubeconfig == "" {
+		resources, err := contextResources(module)
+		if err != nil {
+			return err
+		}
+		if len(resources) > 0 {
+			kubeconfig = "in-cluster"
+		}
+	}
+	capMetrics := kubecap.NewMetrics("yunikorn_userinfo_")
+	hostCalls, err := capabilityHostCalls(ctx, logger, module, "", kubeconfig, capMetrics.Observe)
+	if err != nil {
+		return err
+	}
 	logger.InfoContext(ctx, "starting", "module", name, "settings", settingsSource(f))
 	return webhook.Run(ctx, webhook.RunOptions{
 		Module:     module,
@@ -230,6 +249,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			Timeout:          f.timeout,
 			MemoryLimitPages: f.memoryLimitMiB * pagesPerMiB,
 			CompilationCache: cache,
+			HostCalls:        hostCalls,
 		},
 		Settings:         initial,
 		ValidateOverlay:  overlay,
@@ -250,10 +270,11 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			ShutdownDelay:   f.shutdownDelay,
 			ShutdownTimeout: f.shutdownTimeout,
 		},
-		Pprof:    f.pprof,
-		Version:  buildVersion(),
-		Logger:   logger,
-		OnListen: a.onListen,
+		Collectors: capMetrics.Collectors(),
+		Pprof:      f.pprof,
+		Version:    buildVersion(),
+		Logger:     logger,
+		OnListen:   a.onListen,
 	})
 }
 

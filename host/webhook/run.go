@@ -73,6 +73,9 @@ type RunOptions struct {
 	Pprof bool
 	// Version is reported by yunikorn_userinfo_build_info. Default: "".
 	Version string
+	// Collectors are more metrics to serve on /metrics, such as those of
+	// the host capabilities in Engine.HostCalls. Default: none.
+	Collectors []prometheus.Collector
 
 	// Logger receives the server's lifecycle and one line per admission.
 	// Default: discard.
@@ -139,6 +142,11 @@ func Run(ctx context.Context, opts RunOptions) error {
 	metrics, err := NewMetrics(reg, stats, opts.Engine.MaxInstances, opts.Version)
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
+	}
+	for _, c := range opts.Collectors {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
 	}
 	var certs *certwatch.Watcher
 	recordExpiry := func() { metrics.SetCertificateExpiry(float64(certs.Certificate().NotAfter.Unix())) }

@@ -9,7 +9,9 @@
 //     the request uid, then by settings.mode: "" or "accept" accepts;
 //     "reject" rejects with message "rejected by test guest" and code 403;
 //     "mutate" adds metadata.labels.mutated="true" to request.object;
-//     "fail" returns a guest error.
+//     "fail" returns a guest error; "host-call" calls the Kubernetes host
+//     capability settings.operation with settings.payload and accepts with
+//     the answer as message, or rejects with "host error: " and the error.
 package main
 
 import (
@@ -28,8 +30,10 @@ func main() {
 }
 
 type settings struct {
-	Reject string `json:"reject"`
-	Mode   string `json:"mode"`
+	Reject    string          `json:"reject"`
+	Mode      string          `json:"mode"`
+	Operation string          `json:"operation"`
+	Payload   json.RawMessage `json:"payload"`
 }
 
 func validateSettings(payload []byte) ([]byte, error) {
@@ -78,6 +82,12 @@ func validate(payload []byte) ([]byte, error) {
 		return json.Marshal(map[string]any{"accepted": true, "mutated_object": obj})
 	case "fail":
 		return nil, errors.New("test guest failure")
+	case "host-call":
+		answer, err := wapc.HostCall("kubewarden", "kubernetes", vr.Settings.Operation, vr.Settings.Payload)
+		if err != nil {
+			return json.Marshal(map[string]any{"accepted": false, "message": "host error: " + err.Error()})
+		}
+		return json.Marshal(map[string]any{"accepted": true, "message": string(answer)})
 	default:
 		return nil, errors.New("unknown mode " + vr.Settings.Mode)
 	}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// contextGuest is the test guest annotated with metadata that declares
+// v1/Pod as its context-aware resource.
+func contextGuest(t *testing.T) string {
+	t.Helper()
+	md := writeFile(t, "metadata.yml", `rules:
+  - apiGroups: [""]
+    apiVersions: ["v1"]
+    resources: ["pods"]
+    operations: ["CREATE"]
+mutating: false
+contextAwareResources:
+  - apiVersion: v1
+    kind: Pod
+executionMode: kubewarden-wapc
+`)
+	out := filepath.Join(t.TempDir(), "context-guest.wasm")
+	res := runCLI(t, "", "annotate", guestPath, "-m", md, "-o", out)
+	require.Equal(t, 0, res.code, res.stderr)
+	return out
+}
+
+const replayDir = "../../host/kubecap/testdata/cluster"
+
+// TestRun_contextDir: `run --context-dir` answers the policy's Kubernetes
+// host capabilities from a directory of objects, limited to the kinds the
+// module's metadata declares; without the flag they are refused.
+func TestRun_contextDir(t *testing.T) {
+	t.Parallel()
+	module := contextGuest(t)
+	settings := func(op, payload string) string {
+		return `{"mode":"host-call","operation":"` + op + `","payload":` + payload + `}`
+	}
+	type response struct {
+		Allowed bool `json:"allowed"`
+		Status  struct {
+			Message string `json:"message"`
+		} `json:"status"`
+	}
+	runIt := func(t *testing.T, settings string, extra ...string) response {
+		t.Helper()
+		args := append([]string{"run", module, "-r", requestPath, "--settings-json", settings}, extra...)
+		res := runCLI(t, "", args...)
+		require.Equal(t, 0, res.code, res.stderr)
+		var r response
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &r), res.stdout)
+		return r
+	}
+
+	r := runIt(t, settings("get_resource", `{"api_version":"v1","kind":"Pod","name":"driver","namespace":"spark"}`), "--context-dir", replayDir)
+	require.True(t, r.Allowed, r.Status.Message)
+	var pod struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.Status.Message), &pod))
+	assert.Equal(t, `{"user":"alice","groups":["dev"]}`, pod.Metadata.Annotations["yunikorn.apache.org/user.info"])
+
+	r = runIt(t, settings("list_resources_by_namespace", `{"api_version":"v1","kind":"Pod","namespace":"spark","label_selector":"spark-role=executor","field_masks":["status"]}`),
+		"--context-dir", replayDir)
+	assert.JSONEq(t, `{"apiVersion":"v1","kind":"PodList","metadata":{},"items":[{"apiVersion":"v1","kind":"Pod",`+
+		`"metadata":{"name":"executor-1","namespace":"spark","labels":{"spark-role":"executor"}},"status":{"phase":"Pending"}}]}`, r.Status.Message)
+
+	r = runIt(t, settings("get_resource", `{"api_version":"v1","kind":"ConfigMap","name":"yunikorn-configs","namespace":"yunikorn"}`), "--context-dir", replayDir)
+	assert.False(t, r.Allowed)
+	assert.Equal(t, "host error: Host error: Policy has not been granted access to Kubernetes v1/ConfigMap resources. The violation has been reported.", r.Status.Message)
+
+	r = runIt(t, settings("get_resource", `{"api_version":"v1","kind":"Pod","name":"driver","namespace":"spark"}`))
+	assert.False(t, r.Allowed)
+	assert.Contains(t, r.Status.Message, `host error: Host error: host capability "kubewarden/kubernetes/get_resource" is not available in this host`)
+}
+
+func TestRun_contextFlagErrors(t *testing.T) {
+	t.Parallel()
+	res := runCLI(t, "", "run", guestPath, "-r", requestPath, "--context-dir", "/nonexistent/replay")
+	assert.Equal(t, 1, res.code)
+	assert.Contains(t, res.stderr, "load replay directory /nonexistent/replay")
+	res = runCLI(t, "", "run", guestPath, "-r", requestPath, "--context-dir", replayDir, "--kubeconfig", "x")
+	assert.NotEqual(t, 0, res.code)
+	assert.Contains(t, res.stderr, "none of the others can be")
+	res = runCLI(t, "", "run", guestPath, "-r", requestPath, "--kubeconfig", "/nonexistent/kubeconfig")
+	assert.Equal(t, 1, res.code)
+	assert.Contains(t, res.stderr, "read --kubeconfig /nonexistent/kubeconfig")
+}
