@@ -78,6 +78,7 @@ type suite struct {
 	// system:kube-controller-manager rather than its service account.
 	sharedControllerCredentials bool
 	serveBinary                 string
+	repo                        string
 	settingsFile                string
 	mwcManifest                 []byte
 	vwcManifest                 []byte
@@ -251,6 +252,7 @@ func (in *interruption) setCluster(c *cluster.Cluster) {
 // setUp creates the clients and the RBAC, starts the main webhook, registers
 // the shipped webhook configuration for it and waits until it enforces.
 func (s *suite) setUp(ctx context.Context, repo string) error {
+	s.repo = repo
 	s.clients = map[string]*kubernetes.Clientset{}
 	s.identity = map[string]identity{}
 	for _, u := range users {

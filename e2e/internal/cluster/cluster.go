@@ -557,3 +557,9 @@ func Poll(ctx context.Context, timeout, interval time.Duration, cond func(contex
 		}
 	}
 }
+
+// WriteKubeconfig writes a kubeconfig file that authenticates as user and
+// returns its path.
+func (c *Cluster) WriteKubeconfig(user string) (string, error) {
+	return c.writeKubeconfig("user-"+user, user)
+}
