@@ -12,7 +12,7 @@ require (
 	github.com/yunikorn-userinfo/userinfo v0.0.0-00010101000000-000000000000
 	golang.org/x/net v0.57.0
 	gonum.org/v1/plot v0.16.0
-	k8s.io/api v0.35.5
+	k8s.io/api v0.35.10
 )
 
 require (
@@ -73,7 +73,7 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/term v0.45.0 // indirect
-	golang.org/x/text v0.40.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260727163830-6c54dddc4772 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260720155508-bb71a54f79dc // indirect
@@ -83,9 +83,9 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/apimachinery v0.35.5 // indirect
+	k8s.io/apimachinery v0.35.10 // indirect
 	k8s.io/apiserver v0.35.5 // indirect
-	k8s.io/client-go v0.35.5 // indirect
+	k8s.io/client-go v0.35.10 // indirect
 	k8s.io/component-base v0.35.5 // indirect
 	k8s.io/component-helpers v0.35.5 // indirect
 	k8s.io/controller-manager v0.35.5 // indirect
