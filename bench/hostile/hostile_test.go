@@ -32,6 +32,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/syncbuf"
 )
 
 // The container limit the shipped Deployment sets; every class must stay
@@ -45,7 +47,7 @@ type server struct {
 	metrics string
 	client  *http.Client
 	tlsConf *tls.Config
-	stderr  *bytes.Buffer
+	stderr  *syncbuf.Buffer
 }
 
 func binary(t *testing.T) string {
@@ -105,14 +107,14 @@ func freePort(t *testing.T) string {
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
-	s := &server{addr: freePort(t), metrics: freePort(t), stderr: &bytes.Buffer{}}
+	s := &server{addr: freePort(t), metrics: freePort(t), stderr: &syncbuf.Buffer{}}
 	all := append([]string{"serve", "--self-signed", "--self-signed-dir", dir, "--listen", s.addr,
 		"--metrics-listen", s.metrics, "--log-level", "warn"}, args...)
 	s.cmd = exec.Command(binary(t), all...)
 	// What serve sets itself inside the shipped Deployment's 256 MiB
 	// container (80% of the cgroup limit); this machine has no such limit.
 	s.cmd.Env = append(os.Environ(), fmt.Sprintf("GOMEMLIMIT=%d", containerLimit*8/10))
-	s.cmd.Stderr = &lockedWriter{w: s.stderr}
+	s.cmd.Stderr = s.stderr
 	require.NoError(t, s.cmd.Start())
 	t.Cleanup(func() {
 		_ = s.cmd.Process.Kill()
@@ -137,20 +139,9 @@ func startServe(t *testing.T, args ...string) *server {
 				}
 			}
 		}
-		require.True(t, time.Now().Before(deadline), "serve did not become ready: %s", s.stderr)
+		require.True(t, time.Now().Before(deadline), "serve did not become ready: %s", s.stderr.String())
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // rss returns the resident set of the process, in bytes; peak the high-water

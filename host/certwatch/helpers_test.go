@@ -1,7 +1,6 @@
 package certwatch
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -23,6 +22,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/syncbuf"
 )
 
 // requestTimeout bounds every test request, so a broken server fails the
@@ -207,22 +208,7 @@ func (h *hookRecorder) take() []hookCall {
 }
 
 // logBuffer is a slog text sink safe for the Run goroutine.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuffer struct{ syncbuf.Buffer }
 
 func (b *logBuffer) count(s string) int { return strings.Count(b.String(), s) }
 

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -30,10 +29,7 @@ import (
 // but fails in CI, where a missing module must never pass silently.
 func policyWasm(t testing.TB) []byte {
 	t.Helper()
-	path := os.Getenv("POLICY_WASM")
-	if path == "" {
-		path = filepath.Join(fixtures.Dir(), "..", "build", "policy.wasm")
-	}
+	path := fixtures.PolicyWasmPath()
 	wasm, err := os.ReadFile(path)
 	if err != nil {
 		if os.Getenv("CI") != "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 )
 
 // shortTimeout keeps tests of looping guests quick; assertions never depend
@@ -456,10 +457,7 @@ func TestEngine_Close(t *testing.T) {
 
 func TestPolicyWasm(t *testing.T) {
 	t.Parallel()
-	path := os.Getenv("POLICY_WASM")
-	if path == "" {
-		path = filepath.Join("..", "..", "build", "policy.wasm")
-	}
+	path := fixtures.PolicyWasmPath()
 	wasm, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		t.Skipf("no policy module at %s: build it first (make policy.wasm) or set POLICY_WASM", path)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,16 +13,11 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
-// policyWasm reads the module under test: $POLICY_WASM (set by `make
-// test`), else build/policy.wasm. A missing module fails: this module's
-// tests exist only to run it.
+// policyWasm reads the module under test (fixtures.PolicyWasmPath). A
+// missing module fails: this module's tests exist only to run it.
 func policyWasm(t testing.TB) []byte {
 	t.Helper()
-	path := os.Getenv("POLICY_WASM")
-	if path == "" {
-		path = filepath.Join(fixtures.Dir(), "..", "build", "policy.wasm")
-	}
-	wasm, err := os.ReadFile(path)
+	wasm, err := os.ReadFile(fixtures.PolicyWasmPath())
 	require.NoError(t, err, "policy module (run `make policy`)")
 	return wasm
 }
