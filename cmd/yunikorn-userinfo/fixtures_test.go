@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/tetratelabs/wazero"
 
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
@@ -32,8 +30,7 @@ const runGolden = "testdata/golden/run.golden"
 func TestRun_fixtures(t *testing.T) {
 	cases, err := fixtures.Load()
 	require.NoError(t, err)
-	cache := wazero.NewCompilationCache()
-	t.Cleanup(func() { _ = cache.Close(context.Background()) })
+	cache := compilationCache(t)
 	dir := t.TempDir()
 
 	got := make(map[string]string, len(cases))

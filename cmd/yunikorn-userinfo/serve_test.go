@@ -157,6 +157,15 @@ func startServe(t *testing.T, cache wazero.CompilationCache, wantReady bool, arg
 	return s
 }
 
+// compilationCache is a compilation cache shared by the servers of one
+// test, closed when it ends.
+func compilationCache(t *testing.T) wazero.CompilationCache {
+	t.Helper()
+	cache := wazero.NewCompilationCache()
+	t.Cleanup(func() { _ = cache.Close(context.Background()) })
+	return cache
+}
+
 func postReview(t *testing.T, client *http.Client, url string, body []byte) (int, []byte) {
 	t.Helper()
 	return postReviewTo(t, client, url+"/mutate", body)
@@ -190,8 +199,7 @@ func TestServe_fixtures(t *testing.T) {
 	golden := readGolden(t)
 	tlsf := newTLSFiles(t)
 	client := tlsf.client(t, nil)
-	cache := wazero.NewCompilationCache()
-	t.Cleanup(func() { _ = cache.Close(context.Background()) })
+	cache := compilationCache(t)
 
 	groups := map[string][]fixtures.Case{}
 	var order []string
@@ -246,8 +254,7 @@ func TestServe_validatingTwin(t *testing.T) {
 	golden := readGolden(t)
 	tlsf := newTLSFiles(t)
 	client := tlsf.client(t, nil)
-	cache := wazero.NewCompilationCache()
-	t.Cleanup(func() { _ = cache.Close(context.Background()) })
+	cache := compilationCache(t)
 
 	s := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--validate-overlay", `{"validateOnly":true}`)
 	refused := 0

@@ -125,11 +125,8 @@ func (p *PolicyServer) invoke(operation string, payload []byte) ([]byte, error) 
 		return nil, fmt.Errorf("instantiate: %w", err)
 	}
 	if f := inst.GetFunc(store, "_start"); f != nil {
-		if _, err := f.Call(store); err != nil {
-			var werr *wasmtime.Error
-			if code, ok := exitStatus(err, &werr); !ok || code != 0 {
-				return nil, fmt.Errorf("_start: %w", err)
-			}
+		if _, err := f.Call(store); err != nil && !exitedWithZero(err) {
+			return nil, fmt.Errorf("_start: %w", err)
 		}
 	}
 	if f := inst.GetFunc(store, "wapc_init"); f != nil {
@@ -151,11 +148,14 @@ func (p *PolicyServer) invoke(operation string, payload []byte) ([]byte, error) 
 	return s.response, nil
 }
 
-func exitStatus(err error, werr **wasmtime.Error) (int32, bool) {
-	if !errors.As(err, werr) {
-		return 0, false
+// exitedWithZero reports whether err is a WASI exit with code 0.
+func exitedWithZero(err error) bool {
+	var werr *wasmtime.Error
+	if !errors.As(err, &werr) {
+		return false
 	}
-	return (*werr).ExitStatus()
+	code, ok := werr.ExitStatus()
+	return ok && code == 0
 }
 
 // ValidateSettings is policy-server's check at boot: a policy whose settings
@@ -188,16 +188,19 @@ func (p *PolicyServer) ValidateSettings(settings []byte) (valid bool, message st
 // AdmissionResponse is the response policy-server puts in its
 // AdmissionReview.
 type AdmissionResponse struct {
-	UID       string  `json:"uid"`
-	Allowed   bool    `json:"allowed"`
-	PatchType *string `json:"patchType,omitempty"`
-	Patch     *string `json:"patch,omitempty"`
-	Status    *struct {
-		Message *string `json:"message,omitempty"`
-		Code    *uint16 `json:"code,omitempty"`
-	} `json:"status,omitempty"`
+	UID              string            `json:"uid"`
+	Allowed          bool              `json:"allowed"`
+	PatchType        *string           `json:"patchType,omitempty"`
+	Patch            *string           `json:"patch,omitempty"`
+	Status           *Status           `json:"status,omitempty"`
 	AuditAnnotations map[string]string `json:"auditAnnotations"`
 	Warnings         []string          `json:"warnings"`
+}
+
+// Status is the response's status: the policy's message and code.
+type Status struct {
+	Message *string `json:"message,omitempty"`
+	Code    *uint16 `json:"code,omitempty"`
 }
 
 // Validate evaluates an AdmissionRequest (as it appears in the review the
@@ -258,12 +261,7 @@ func admissionResponse(req map[string]any, out []byte) ([]byte, error) {
 		object, present := req["object"]
 		if !present {
 			msg := "Incoming object is null, which happens only with DELETE operations, but the policy is attempting a mutation. This is not allowed"
-			ar = AdmissionResponse{UID: uid}
-			ar.Status = &struct {
-				Message *string `json:"message,omitempty"`
-				Code    *uint16 `json:"code,omitempty"`
-			}{Message: &msg}
-			return json.Marshal(ar)
+			return json.Marshal(AdmissionResponse{UID: uid, Status: &Status{Message: &msg}})
 		}
 		mutated, err := parse(m, 0)
 		if err != nil {
@@ -276,10 +274,7 @@ func admissionResponse(req map[string]any, out []byte) ([]byte, error) {
 		}
 	}
 	if resp.Message != nil || resp.Code != nil {
-		ar.Status = &struct {
-			Message *string `json:"message,omitempty"`
-			Code    *uint16 `json:"code,omitempty"`
-		}{Message: resp.Message, Code: resp.Code}
+		ar.Status = &Status{Message: resp.Message, Code: resp.Code}
 	}
 	return json.Marshal(ar)
 }

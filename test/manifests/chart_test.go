@@ -152,19 +152,17 @@ func deployUnder(t *testing.T, dir string) []manifest {
 // deploy/kubewarden is its kubewarden mode on the default PolicyServer.
 func TestChart_renderingIsDeploy(t *testing.T) {
 	t.Parallel()
-	got := byKey(t, mustRender(t, nil, webhookNamespace, webhookNamespace))
-	want := byKey(t, deployUnder(t, "deploy/webhook/"))
-	assert.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(got)), "the same objects")
-	for k, w := range want {
-		assert.Equal(t, w, got[k], "%s", k)
-	}
-
-	kw := byKey(t, mustRender(t, map[string]any{"mode": "kubewarden",
-		"kubewarden": map[string]any{"policyServer": map[string]any{"create": false, "name": "default"}}}, webhookNamespace, webhookNamespace))
-	want = byKey(t, deployUnder(t, "deploy/kubewarden/"))
-	assert.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(kw)), "the same objects")
-	for k, w := range want {
-		assert.Equal(t, w, kw[k], "%s", k)
+	for dir, values := range map[string]map[string]any{
+		"deploy/webhook/": nil,
+		"deploy/kubewarden/": {"mode": "kubewarden",
+			"kubewarden": map[string]any{"policyServer": map[string]any{"create": false, "name": "default"}}},
+	} {
+		got := byKey(t, mustRender(t, values, webhookNamespace, webhookNamespace))
+		want := byKey(t, deployUnder(t, dir))
+		assert.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(got)), "%s: the same objects", dir)
+		for k, w := range want {
+			assert.Equal(t, w, got[k], "%s", k)
+		}
 	}
 }
 

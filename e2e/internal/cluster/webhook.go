@@ -308,30 +308,31 @@ func KubewardenWebhookConfiguration(manifest []byte, baseURL, path string, caBun
 	for k, v := range nsLabels {
 		sel.MatchLabels[k] = v
 	}
-	cc := admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caBundle}
 	meta := metav1.ObjectMeta{Name: name, Labels: map[string]string{"app.kubernetes.io/part-of": "kubewarden"}}
+	hook := admissionregistrationv1.MutatingWebhook{
+		Name: name + ".kubewarden.admission", ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: caBundle},
+		Rules: p.Spec.Rules, FailurePolicy: p.Spec.FailurePolicy, MatchPolicy: p.Spec.MatchPolicy,
+		NamespaceSelector: sel, ObjectSelector: p.Spec.ObjectSelector, SideEffects: side,
+		TimeoutSeconds: p.Spec.TimeoutSeconds, AdmissionReviewVersions: []string{"v1"},
+		MatchConditions: p.Spec.MatchConditions,
+	}
 	if p.Spec.Mutating {
 		return &KubewardenWebhook{Mutating: &admissionregistrationv1.MutatingWebhookConfiguration{
-			ObjectMeta: meta,
-			Webhooks: []admissionregistrationv1.MutatingWebhook{{
-				Name: name + ".kubewarden.admission", ClientConfig: cc, Rules: p.Spec.Rules,
-				FailurePolicy: p.Spec.FailurePolicy, MatchPolicy: p.Spec.MatchPolicy,
-				NamespaceSelector: sel, ObjectSelector: p.Spec.ObjectSelector, SideEffects: side,
-				TimeoutSeconds: p.Spec.TimeoutSeconds, AdmissionReviewVersions: []string{"v1"},
-				MatchConditions: p.Spec.MatchConditions,
-			}},
-		}}, nil
+			ObjectMeta: meta, Webhooks: []admissionregistrationv1.MutatingWebhook{hook}}}, nil
 	}
 	return &KubewardenWebhook{Validating: &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: meta,
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: name + ".kubewarden.admission", ClientConfig: cc, Rules: p.Spec.Rules,
-			FailurePolicy: p.Spec.FailurePolicy, MatchPolicy: p.Spec.MatchPolicy,
-			NamespaceSelector: sel, ObjectSelector: p.Spec.ObjectSelector, SideEffects: side,
-			TimeoutSeconds: p.Spec.TimeoutSeconds, AdmissionReviewVersions: []string{"v1"},
-			MatchConditions: p.Spec.MatchConditions,
-		}},
-	}}, nil
+		ObjectMeta: meta, Webhooks: []admissionregistrationv1.ValidatingWebhook{validating(hook)}}}, nil
+}
+
+// validating is the same webhook registered for validation, which has no
+// reinvocation policy.
+func validating(m admissionregistrationv1.MutatingWebhook) admissionregistrationv1.ValidatingWebhook {
+	return admissionregistrationv1.ValidatingWebhook{
+		Name: m.Name, ClientConfig: m.ClientConfig, Rules: m.Rules, FailurePolicy: m.FailurePolicy,
+		MatchPolicy: m.MatchPolicy, NamespaceSelector: m.NamespaceSelector, ObjectSelector: m.ObjectSelector,
+		SideEffects: m.SideEffects, TimeoutSeconds: m.TimeoutSeconds,
+		AdmissionReviewVersions: m.AdmissionReviewVersions, MatchConditions: m.MatchConditions,
+	}
 }
 
 // Rendering is a multi-document manifest (a chart's rendering), its
