@@ -255,7 +255,8 @@ func (c *Cluster) CanI(ctx context.Context, review SubjectAccessReview, fresh bo
 		User:   review.User,
 		Groups: review.Groups,
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: ra.Namespace, Verb: ra.Verb, Group: ra.Group, Resource: ra.Resource,
+			Namespace: ra.Namespace, Verb: ra.Verb, Group: ra.Group, Version: ra.Version,
+			Resource: ra.Resource, Subresource: ra.Subresource, Name: ra.Name,
 		},
 	}}, metav1.CreateOptions{})
 	if err != nil {

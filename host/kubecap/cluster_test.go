@@ -96,7 +96,7 @@ func TestCluster_watchFollowsChanges(t *testing.T) {
 // policy asks with disable_cache, and asked again after it.
 func TestCluster_canICache(t *testing.T) {
 	c, rev := fakeCluster(t, 200*time.Millisecond)
-	review := SubjectAccessReview{User: "u", ResourceAttributes: ResourceAttributes{Namespace: "spark", Verb: "set", Group: "yunikorn.apache.org", Resource: "userinfos"}}
+	review := SubjectAccessReview{User: "u", ResourceAttributes: ResourceAttributes{Namespace: "spark", Verb: "set", Group: "yunikorn.apache.org", Resource: "userinfos", Name: "alice"}}
 	for range 3 {
 		st, err := c.CanI(t.Context(), review, false)
 		require.NoError(t, err)

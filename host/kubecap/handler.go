@@ -187,8 +187,8 @@ func (h *handler) answer(ctx context.Context, operation string, payload []byte) 
 		}
 		return h.list(ctx, req.APIVersion, req.Kind, "", req.LabelSelector, req.FieldSelector, req.FieldMasks)
 	case OpCanI:
-		var req CanIRequest
-		if err := decode(operation, payload, &req); err != nil {
+		req, err := decodeCanI(payload)
+		if err != nil {
 			return nil, err
 		}
 		st, err := b.CanI(ctx, req.SubjectAccessReview, req.DisableCache)

@@ -63,11 +63,26 @@ var capabilityCases = []struct {
 		payload: `{"api_version":"v1","kind":"Pod","namespace":""}`,
 		wantErr: "list_resources_by_namespace: namespace is required"},
 	{name: "can_i allowed", op: OpCanI,
-		payload: `{"subject_access_review":{"groups":["system:authenticated","system:serviceaccounts"],"resourceAttributes":{"namespace":"spark","verb":"set","group":"yunikorn.apache.org","resource":"userinfos"},"user":"system:serviceaccount:spark:livy"},"disable_cache":false}`,
+		payload: `{"subject_access_review":{"groups":["system:authenticated","system:serviceaccounts"],"resource_attributes":{"namespace":"spark","verb":"set","group":"yunikorn.apache.org","resource":"userinfos"},"user":"system:serviceaccount:spark:livy"},"disable_cache":false}`,
 		want:    `{"allowed":true,"reason":"RBAC: allowed by RoleBinding \"livy-userinfo/spark\""}`},
 	{name: "can_i elsewhere", op: OpCanI,
-		payload: `{"subject_access_review":{"groups":["system:authenticated","system:serviceaccounts"],"resourceAttributes":{"namespace":"default","verb":"set","group":"yunikorn.apache.org","resource":"userinfos"},"user":"system:serviceaccount:spark:livy"},"disable_cache":true}`,
+		payload: `{"subject_access_review":{"groups":["system:authenticated","system:serviceaccounts"],"resource_attributes":{"namespace":"default","verb":"set","group":"yunikorn.apache.org","resource":"userinfos"},"user":"system:serviceaccount:spark:livy"},"disable_cache":true}`,
 		want:    `{"allowed":false,"reason":"no SubjectAccessReview in the replay directory matches this request"}`},
+	{name: "can_i as policy-server's own test writes it: nulls for the optional members", op: OpCanI,
+		payload: `{"subject_access_review":{"groups":null,"resource_attributes":{"group":null,"name":null,"namespace":null,"resource":"pods","subresource":null,"verb":"get","version":null},"user":"test"},"disable_cache":false}`,
+		want:    `{"allowed":false,"reason":"no SubjectAccessReview in the replay directory matches this request"}`},
+	{name: "can_i for a named user", op: OpCanI,
+		payload: `{"subject_access_review":{"groups":["system:authenticated"],"resource_attributes":{"group":"yunikorn.apache.org","name":"carol","namespace":"analytics","resource":"userinfos","verb":"set"},"user":"system:serviceaccount:analytics:notebook"},"disable_cache":false}`,
+		want:    `{"allowed":true,"reason":"RBAC: allowed by RoleBinding \"notebook-userinfo/analytics\""}`},
+	{name: "can_i in policy-sdk-go v0.13.1's shape (resourceAttributes) is refused as policy-server refuses it", op: OpCanI,
+		payload: `{"subject_access_review":{"groups":["g"],"resourceAttributes":{"namespace":"spark","verb":"set","group":"yunikorn.apache.org","resource":"userinfos"},"user":"u"},"disable_cache":false}`,
+		wantErr: "can_i: invalid request: missing field `resource_attributes`"},
+	{name: "can_i without disable_cache", op: OpCanI,
+		payload: `{"subject_access_review":{"groups":null,"resource_attributes":{"resource":"pods","verb":"get"},"user":"u"}}`,
+		wantErr: "can_i: invalid request: missing field `disable_cache`"},
+	{name: "can_i with a null verb", op: OpCanI,
+		payload: `{"subject_access_review":{"groups":null,"resource_attributes":{"resource":"pods","verb":null},"user":"u"},"disable_cache":true}`,
+		wantErr: "can_i: invalid request: verb: invalid type: null"},
 	{name: "malformed payload", op: OpGetResource, payload: `{"api_version":1}`,
 		wantErr: "get_resource: invalid request: json: cannot unmarshal number into Go struct field GetRequest.api_version of type string"},
 	{name: "unknown operation", op: "watch", payload: `{}`, wantErr: "unknown operation: watch"},
@@ -150,10 +165,6 @@ func TestRequests_policySDK(t *testing.T) {
 			into: &ListByNamespaceRequest{}, want: &ListByNamespaceRequest{APIVersion: "v1", Kind: "Pod", Namespace: ns, LabelSelector: &sel}},
 		{sdk: sdkkube.ListAllResourcesRequest{APIVersion: "v1", Kind: "Pod", FieldSelector: &sel},
 			into: &ListAllRequest{}, want: &ListAllRequest{APIVersion: "v1", Kind: "Pod", FieldSelector: &sel}},
-		{sdk: sdkkube.CanIRequest{SubjectAccessReview: sdkkube.SubjectAccessReview{User: "u", Groups: []string{"g"},
-			ResourceAttributes: sdkkube.ResourceAttributes{Namespace: ns, Verb: "set", Group: "yunikorn.apache.org", Resource: "userinfos"}}},
-			into: &CanIRequest{}, want: &CanIRequest{SubjectAccessReview: SubjectAccessReview{User: "u", Groups: []string{"g"},
-				ResourceAttributes: ResourceAttributes{Namespace: ns, Verb: "set", Group: "yunikorn.apache.org", Resource: "userinfos"}}}},
 	} {
 		b, err := json.Marshal(tc.sdk)
 		require.NoError(t, err)
@@ -162,9 +173,18 @@ func TestRequests_policySDK(t *testing.T) {
 		require.NoError(t, dec.Decode(tc.into), "%s", b)
 		assert.Equal(t, tc.want, tc.into)
 	}
+	// policy-sdk-go's CanIRequest does not have policy-server's shape: it
+	// names the attributes "resourceAttributes", where policy-server (and
+	// this host) read "resource_attributes". A policy that asks through
+	// that SDK function gets an error under both.
+	b, err := json.Marshal(sdkkube.CanIRequest{SubjectAccessReview: sdkkube.SubjectAccessReview{User: "u",
+		ResourceAttributes: sdkkube.ResourceAttributes{Namespace: ns, Verb: "set", Resource: "userinfos"}}})
+	require.NoError(t, err)
+	_, err = decodeCanI(b)
+	require.EqualError(t, err, "can_i: invalid request: missing field `resource_attributes`")
 	// And the SDK decodes the status this host answers.
 	var st sdkkube.SubjectAccessReviewStatus
-	b, _ := json.Marshal(Status{Allowed: true, Reason: "r"})
+	b, _ = json.Marshal(Status{Allowed: true, Reason: "r"})
 	require.NoError(t, json.Unmarshal(b, &st))
 	assert.Equal(t, sdkkube.SubjectAccessReviewStatus{Allowed: true, Reason: "r"}, st)
 }

@@ -45,26 +45,85 @@ type GetRequest struct {
 	FieldMasks   []string `json:"field_masks,omitempty"`
 }
 
-// CanIRequest is the payload of can_i.
+// CanIRequest is the payload of can_i, in the shape policy-server reads
+// (the Rust SDK's CanIRequest, snake_case): policy-sdk-go v0.13.1 writes
+// "resourceAttributes" instead, which policy-server refuses as a missing
+// field, and so does this host (docs/KUBEWARDEN.md).
 type CanIRequest struct {
 	SubjectAccessReview SubjectAccessReview `json:"subject_access_review"`
 	DisableCache        bool                `json:"disable_cache"`
 }
 
 // SubjectAccessReview is the part of a SubjectAccessReview spec a policy
-// sends.
+// sends. Groups may be null.
 type SubjectAccessReview struct {
 	Groups             []string           `json:"groups"`
-	ResourceAttributes ResourceAttributes `json:"resourceAttributes"`
+	ResourceAttributes ResourceAttributes `json:"resource_attributes"`
 	User               string             `json:"user"`
 }
 
 // ResourceAttributes are the SubjectAccessReview's resource attributes.
+// Every member but resource and verb may be null or absent, which reads as
+// "".
 type ResourceAttributes struct {
-	Namespace string `json:"namespace"`
-	Verb      string `json:"verb"`
-	Group     string `json:"group"`
-	Resource  string `json:"resource"`
+	Group       string `json:"group,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Resource    string `json:"resource"`
+	Subresource string `json:"subresource,omitempty"`
+	Verb        string `json:"verb"`
+	Version     string `json:"version,omitempty"`
+}
+
+// decodeCanI reads a can_i payload as serde reads the Rust type: the
+// members that are not optional there must be present and not null.
+func decodeCanI(payload []byte) (CanIRequest, error) {
+	var req CanIRequest
+	if err := decode(OpCanI, payload, &req); err != nil {
+		return req, err
+	}
+	for _, r := range []struct {
+		path string
+		keys []string
+	}{
+		{"", []string{"subject_access_review", "disable_cache"}},
+		{"subject_access_review", []string{"resource_attributes", "user"}},
+		{"subject_access_review.resource_attributes", []string{"resource", "verb"}},
+	} {
+		if err := required(payload, r.path, r.keys); err != nil {
+			return req, fmt.Errorf("%s: invalid request: %w", OpCanI, err)
+		}
+	}
+	return req, nil
+}
+
+// required checks that the object at path (dotted; "" is the payload)
+// has every key, none of them null.
+func required(payload []byte, path string, keys []string) error {
+	raw := json.RawMessage(payload)
+	if path != "" {
+		for _, p := range strings.Split(path, ".") {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return err
+			}
+			raw = m[p]
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		v, ok := m[k]
+		if !ok {
+			return fmt.Errorf("missing field `%s`", k)
+		}
+		if string(v) == "null" {
+			return fmt.Errorf("%s: invalid type: null", k)
+		}
+	}
+	return nil
 }
 
 // key identifies the review for caching.

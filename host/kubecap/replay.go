@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -114,14 +115,22 @@ func (r *Replay) addObject(obj map[string]any) error {
 	}
 	if kind == "SubjectAccessReview" {
 		b, _ := json.Marshal(obj)
-		var sar struct {
-			Spec   SubjectAccessReview `json:"spec"`
-			Status Status              `json:"status"`
-		}
+		var sar authorizationv1.SubjectAccessReview
 		if err := json.Unmarshal(b, &sar); err != nil {
 			return fmt.Errorf("SubjectAccessReview: %w", err)
 		}
-		r.reviews = append(r.reviews, replayReview{spec: sar.Spec, status: sar.Status})
+		ra := sar.Spec.ResourceAttributes
+		if ra == nil {
+			return errors.New("SubjectAccessReview: spec.resourceAttributes is required")
+		}
+		r.reviews = append(r.reviews, replayReview{
+			spec: SubjectAccessReview{User: sar.Spec.User, Groups: sar.Spec.Groups, ResourceAttributes: ResourceAttributes{
+				Group: ra.Group, Name: ra.Name, Namespace: ra.Namespace, Resource: ra.Resource,
+				Subresource: ra.Subresource, Verb: ra.Verb, Version: ra.Version,
+			}},
+			status: Status{Allowed: sar.Status.Allowed, Denied: sar.Status.Denied, Reason: sar.Status.Reason,
+				EvaluationError: sar.Status.EvaluationError},
+		})
 		return nil
 	}
 	meta, _ := obj["metadata"].(map[string]any)
