@@ -40,11 +40,11 @@ func rejectInput(err error) decision {
 }
 
 // requestFields are the members of the AdmissionRequest the policy reads.
-var requestFields = []string{"kind", "operation", "userInfo", "object", "oldObject"}
+var requestFields = []string{"kind", "operation", "userInfo", "object", "oldObject", "namespace"}
 
 // request holds those members, found in one pass.
 type request struct {
-	kind, operation, userInfo, object, oldObject gjson.Result
+	kind, operation, userInfo, object, oldObject, namespace gjson.Result
 }
 
 // decide applies the rules of docs/BEHAVIOUR.md §4 to one AdmissionRequest.
@@ -52,11 +52,11 @@ func decide(req gjson.Result, s *Settings) decision {
 	if !isObject(req) {
 		return reject("malformed", codeMalformed, "request: must be an object, got "+typeName(req))
 	}
-	var f [5]gjson.Result
+	var f [6]gjson.Result
 	if err := members(req, "request", requestFields, f[:]); err != nil {
 		return rejectInput(err)
 	}
-	r := request{kind: f[0], operation: f[1], userInfo: f[2], object: f[3], oldObject: f[4]}
+	r := request{kind: f[0], operation: f[1], userInfo: f[2], object: f[3], oldObject: f[4], namespace: f[5]}
 	kind, err := parseKind(r.kind)
 	if err != nil {
 		return rejectInput(err)
@@ -127,7 +127,7 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	}
 	var d decision
 	if op == "CREATE" {
-		d, err = decideCreate(s, kind, id, cur)
+		d, err = decideCreate(s, r, kind, id, cur)
 	} else {
 		d, err = decideUpdate(r, path, cur)
 	}
@@ -139,7 +139,7 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 }
 
 // decideCreate: docs/BEHAVIOUR.md §4.1 and §4.2, CREATE.
-func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decision, error) {
+func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMeta) (decision, error) {
 	value, _, present, err := cur.annotation()
 	if err != nil {
 		return decision{}, err
@@ -152,7 +152,10 @@ func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decisio
 		case value == want:
 			return accept("create: present, submitter's own identity"), nil
 		case !allowed(s, id):
-			return reject("create: present, submitter not allowed", codeForbidden, id.notAllowedMessage()), nil
+			if s.TrustRBAC == nil {
+				return reject("create: present, submitter not allowed", codeForbidden, id.notAllowedMessage()), nil
+			}
+			return decideByRBAC(s, r, id, value)
 		}
 		if problem := checkSuppliedValue(value); problem != "" {
 			return reject("create: present, invalid value", codeMalformed,
@@ -181,6 +184,45 @@ func decideCreate(s *Settings, kind kindRef, id identity, cur *podMeta) (decisio
 	d := accept("create: absent, inject")
 	d.mutation = &edit{meta: cur, token: appendJSONString(make([]byte, 0, jsonStringLen(want)), want)}
 	return d, nil
+}
+
+// decideByRBAC: docs/BEHAVIOUR.md §4.1, a submitter no pattern allows
+// under trustRBAC. The value is checked first, so that the review can name
+// the user it claims; an API server that cannot answer denies the trust,
+// never grants it.
+func decideByRBAC(s *Settings, r request, id identity, value string) (decision, error) {
+	if problem := checkSuppliedValue(value); problem != "" {
+		return reject("create: present, invalid value", codeMalformed,
+			"annotation "+AnnotationKey+" is invalid: "+problem), nil
+	}
+	if r.namespace.Exists() && r.namespace.Type != gjson.String {
+		return decision{}, malformed("request.namespace", "must be a string, got "+typeName(r.namespace))
+	}
+	ns := str(r.namespace)
+	claimed := str(gjson.Get(value, "user"))
+	rv := *s.TrustRBAC
+	access := "verb " + quote(rv.Verb) + " on " + rv.resourceName() + " " + quote(claimed) + " in namespace " + quote(ns)
+	answer, err := canI(rv, id, ns, claimed)
+	if err != nil {
+		return reject("create: present, RBAC check failed", codeForbidden,
+			id.notAllowedMessage()+": the RBAC check for "+access+" could not be made: "+err.Error()), nil
+	}
+	if !answer.allowed {
+		msg := id.notAllowedMessage() + ": RBAC does not grant " + access
+		if answer.reason != "" {
+			msg += " (" + answer.reason + ")"
+		}
+		return reject("create: present, not granted by RBAC", codeForbidden, msg), nil
+	}
+	return accept("create: present, granted by RBAC"), nil
+}
+
+// resourceName is the resource as kubectl names it: resource.group.
+func (r rbacReview) resourceName() string {
+	if r.Group == "" {
+		return r.Resource
+	}
+	return r.Resource + "." + r.Group
 }
 
 // decideUpdate: docs/BEHAVIOUR.md §4.3, UPDATE. Nobody may change the recorded identity,

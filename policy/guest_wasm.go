@@ -26,6 +26,18 @@ func guestError(ptr unsafe.Pointer, size uint32)
 func hostCall(binding unsafe.Pointer, bindingLen uint32, namespace unsafe.Pointer, namespaceLen uint32,
 	operation unsafe.Pointer, operationLen uint32, payload unsafe.Pointer, payloadLen uint32) uint32
 
+//go:wasmimport wapc __host_response_len
+func hostResponseLen() uint32
+
+//go:wasmimport wapc __host_response
+func hostResponse(ptr unsafe.Pointer)
+
+//go:wasmimport wapc __host_error_len
+func hostErrorLen() uint32
+
+//go:wasmimport wapc __host_error
+func hostError(ptr unsafe.Pointer)
+
 // keepBuffer is the largest buffer kept for the next call; a larger one,
 // made for an unusually large request, is dropped so that it does not pin
 // the instance's memory.
@@ -75,6 +87,28 @@ func hostLog(line []byte) {
 		unsafe.Pointer(unsafe.SliceData(line)), uint32(len(line)))
 }
 
+// wapcHostCall asks the host for a capability and returns its answer, or
+// its error as an error.
+func wapcHostCall(binding, namespace, operation string, payload []byte) ([]byte, error) {
+	ok := hostCall(unsafe.Pointer(unsafe.StringData(binding)), uint32(len(binding)),
+		unsafe.Pointer(unsafe.StringData(namespace)), uint32(len(namespace)),
+		unsafe.Pointer(unsafe.StringData(operation)), uint32(len(operation)),
+		unsafe.Pointer(unsafe.SliceData(payload)), uint32(len(payload)))
+	if ok != 1 {
+		msg := make([]byte, hostErrorLen())
+		if len(msg) > 0 {
+			hostError(unsafe.Pointer(unsafe.SliceData(msg)))
+		}
+		return nil, hostCallError(msg)
+	}
+	out := make([]byte, hostResponseLen())
+	if len(out) > 0 {
+		hostResponse(unsafe.Pointer(unsafe.SliceData(out)))
+	}
+	return out, nil
+}
+
 func main() {
 	logSink = hostLog
+	hostCaller = wapcHostCall
 }

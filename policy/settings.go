@@ -17,7 +17,11 @@ const (
 	keyExternalGroups   = "externalGroups"
 	keyUserLabelKey     = "userLabelKey"
 	keyValidateOnly     = "validateOnly"
+	keyTrustRBAC        = "trustRBAC"
 )
+
+// knownKeys lists the keys for the unknown-key message.
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -42,6 +46,10 @@ type Settings struct {
 	// the rules would change the object, it refuses it instead
 	// (docs/BEHAVIOUR.md §4.9).
 	ValidateOnly bool
+	// TrustRBAC, when set, lets a submitter that no pattern allows supply
+	// the annotation if a SubjectAccessReview for this access allows it
+	// (docs/BEHAVIOUR.md §3.1). nil: off.
+	TrustRBAC *rbacReview
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -82,6 +90,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.TrustControllers = parseBool(&errs, key, v, s.TrustControllers)
 		case keyValidateOnly:
 			s.ValidateOnly = parseBool(&errs, key, v, s.ValidateOnly)
+		case keyTrustRBAC:
+			s.TrustRBAC = parseTrustRBAC(&errs, v)
 		case keySystemUsers:
 			if list, ok := parseList(&errs, key, v); ok {
 				s.SystemUsers = compileAll(&errs, &s.Warnings, key, list)
@@ -104,8 +114,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 				s.UserLabelKey = str(v)
 			}
 		default:
-			errs.problems = append(errs.problems, "settings: unknown key "+quote(key)+
-				" (known keys: bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly)")
+			errs.problems = append(errs.problems, "settings: unknown key "+quote(key)+" (known keys: "+knownKeys+")")
 		}
 		return true
 	})
@@ -116,6 +125,58 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 		s.SystemUsers = mustCompileAll(defaultSystemUsers)
 	}
 	return s, nil
+}
+
+// parseTrustRBAC reads trustRBAC: a boolean (true asks the default
+// review), or an object naming the review's verb, group and resource, each
+// defaulting to the default review's.
+func parseTrustRBAC(errs *settingsError, v gjson.Result) *rbacReview {
+	switch v.Type {
+	case gjson.True:
+		r := defaultRBACReview
+		return &r
+	case gjson.False:
+		return nil
+	}
+	if !isObject(v) {
+		errs.problems = append(errs.problems, "settings."+keyTrustRBAC+": must be a boolean or an object with verb, group and resource, got "+describe(v))
+		return nil
+	}
+	r := defaultRBACReview
+	seen := map[string]bool{}
+	v.ForEach(func(k, f gjson.Result) bool {
+		name := str(k)
+		path := "settings." + keyTrustRBAC + "." + name
+		if seen[name] {
+			errs.problems = append(errs.problems, path+": duplicate key")
+			return true
+		}
+		seen[name] = true
+		var dst *string
+		switch name {
+		case "verb":
+			dst = &r.Verb
+		case "group":
+			dst = &r.Group
+		case "resource":
+			dst = &r.Resource
+		default:
+			errs.problems = append(errs.problems, "settings."+keyTrustRBAC+": unknown key "+quote(name)+" (known keys: verb, group, resource)")
+			return true
+		}
+		switch {
+		case f.Type != gjson.String:
+			errs.problems = append(errs.problems, path+": must be a string, got "+describe(f))
+		case name != "group" && strings.TrimSpace(str(f)) == "":
+			errs.problems = append(errs.problems, path+": must not be empty")
+		case strings.TrimSpace(str(f)) != str(f) || strings.ContainsAny(str(f), "/ "):
+			errs.problems = append(errs.problems, path+": must be a single RBAC name without spaces or slashes, got "+quote(str(f)))
+		default:
+			*dst = str(f)
+		}
+		return true
+	})
+	return &r
 }
 
 // parseBool accepts only JSON booleans: "true" as a string is a typo that

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,6 +13,7 @@ import (
 // TestValidate_fixtures runs the shared case table (testdata/cases.json)
 // against the policy compiled natively.
 func TestValidate_fixtures(t *testing.T) {
+	answerFromFixtureCluster(t)
 	cases, err := fixtures.Load()
 	require.NoError(t, err)
 	require.NotEmpty(t, cases)
@@ -23,4 +25,17 @@ func TestValidate_fixtures(t *testing.T) {
 			fixturecheck.CheckValidationResponse(t, c, out)
 		})
 	}
+}
+
+// answerFromFixtureCluster answers the policy's host capability calls from
+// the fixtures' cluster directory for the rest of the test, as the .wasm
+// runners do.
+func answerFromFixtureCluster(t *testing.T) {
+	t.Helper()
+	h := fixturecheck.ClusterHostCalls(t, nil)
+	prev := hostCaller
+	hostCaller = func(binding, namespace, operation string, payload []byte) ([]byte, error) {
+		return h(context.Background(), binding, namespace, operation, payload)
+	}
+	t.Cleanup(func() { hostCaller = prev })
 }

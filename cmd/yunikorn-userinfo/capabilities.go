@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -31,6 +32,22 @@ func contextResources(module []byte) ([]kubecap.Resource, error) {
 		out = append(out, kubecap.Resource{APIVersion: r.APIVersion, Kind: r.Kind})
 	}
 	return out, nil
+}
+
+// serviceAccountToken is where Kubernetes mounts a Pod's service account
+// token.
+const serviceAccountToken = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// inClusterCredentials reports whether serve runs in a Pod that has API
+// credentials: the token is mounted only where the deployment asks for it
+// (automountServiceAccountToken), which the chart does only for the
+// settings that need the API server.
+func inClusterCredentials() bool {
+	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		return false
+	}
+	_, err := os.Stat(serviceAccountToken)
+	return err == nil
 }
 
 // kubeConfig is the API server configuration of --kubeconfig, or the

@@ -35,7 +35,7 @@ func TestRun_fixtures(t *testing.T) {
 
 	got := make(map[string]string, len(cases))
 	for i, c := range cases {
-		args := []string{"run", "--settings-json", string(c.Settings)}
+		args := []string{"run", "--settings-json", string(c.Settings), "--context-dir", fixtures.ClusterDir()}
 		var stdin []byte
 		if i%2 == 0 {
 			path := filepath.Join(dir, fmt.Sprintf("request-%d.json", i))

@@ -220,7 +220,8 @@ func TestServe_fixtures(t *testing.T) {
 				assert.NotContains(t, s.stderr.String(), "webhook ready")
 				return
 			}
-			s := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--settings-json", key)
+			s := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--settings-json", key,
+				"--context-dir", fixtures.ClusterDir())
 			for _, c := range group {
 				t.Run(c.Name, func(t *testing.T) {
 					status, body := postReview(t, client, s.url, wrapReview(c.Request))

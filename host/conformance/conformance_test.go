@@ -61,7 +61,8 @@ func (c *captureLogs) WithGroup(string) slog.Handler      { return c }
 func TestOurHost_fixtures(t *testing.T) {
 	wasm := policyWasm(t)
 	logs := &captureLogs{}
-	e, err := engine.New(t.Context(), wasm, engine.Options{Logger: slog.New(logs), MaxInstances: 2})
+	e, err := engine.New(t.Context(), wasm, engine.Options{Logger: slog.New(logs), MaxInstances: 2,
+		HostCalls: fixturecheck.ClusterHostCalls(t, slog.New(logs))})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
 
@@ -117,12 +118,16 @@ func TestWapcGo_fixtures(t *testing.T) {
 	ctx := t.Context()
 	var logged [][]byte
 	var mu sync.Mutex
-	hostCalls := func(_ context.Context, binding, namespace, operation string, payload []byte) ([]byte, error) {
-		if binding == "kubewarden" && namespace == "tracing" && operation == "log" {
+	cluster := fixturecheck.ClusterHostCalls(t, nil)
+	hostCalls := func(ctx context.Context, binding, namespace, operation string, payload []byte) ([]byte, error) {
+		switch {
+		case binding == "kubewarden" && namespace == "tracing" && operation == "log":
 			mu.Lock()
 			logged = append(logged, bytes.Clone(payload))
 			mu.Unlock()
 			return nil, nil
+		case binding == "kubewarden" && namespace == "kubernetes":
+			return cluster(ctx, binding, namespace, operation, payload)
 		}
 		return nil, assert.AnError
 	}

@@ -28,6 +28,10 @@ func policyWasm(t testing.TB) []byte {
 func TestPolicyServer_fixtures(t *testing.T) {
 	ps, err := New(policyWasm(t))
 	require.NoError(t, err)
+	cluster := fixturecheck.ClusterHostCalls(t, nil)
+	ps.Kubernetes = func(operation string, payload []byte) ([]byte, error) {
+		return cluster(t.Context(), "kubewarden", "kubernetes", operation, payload)
+	}
 	cases, err := fixtures.Load()
 	require.NoError(t, err)
 

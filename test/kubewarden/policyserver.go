@@ -25,6 +25,10 @@ type PolicyServer struct {
 	module *wasmtime.Module
 	linker *wasmtime.Linker
 
+	// Kubernetes answers kubewarden/kubernetes/* (policy-server's
+	// callback handler); nil refuses them.
+	Kubernetes func(operation string, payload []byte) ([]byte, error)
+
 	mu   sync.Mutex
 	logs [][]byte // kubewarden/tracing/log payloads, in order
 }
@@ -79,13 +83,22 @@ func (p *PolicyServer) linkWapc() error {
 			s := state(c)
 			binding, namespace, operation := read(c, bdPtr, bdLen), read(c, nsPtr, nsLen), read(c, opPtr, opLen)
 			s.hostResponse, s.hostErr = nil, nil
-			// policy-evaluator's callback: only kubewarden/tracing/log
-			// needs no capability (this policy uses no other).
+			// policy-evaluator's callback: kubewarden/tracing/log, and
+			// the Kubernetes capabilities when a handler is set.
 			if string(binding) == "kubewarden" && string(namespace) == "tracing" && string(operation) == "log" {
 				s.server.mu.Lock()
 				s.server.logs = append(s.server.logs, read(c, ptr, n))
 				s.server.mu.Unlock()
 				s.hostResponse = []byte{}
+				return 1
+			}
+			if string(binding) == "kubewarden" && string(namespace) == "kubernetes" && s.server.Kubernetes != nil {
+				out, err := s.server.Kubernetes(string(operation), read(c, ptr, n))
+				if err != nil {
+					s.hostErr = []byte(err.Error())
+					return 0
+				}
+				s.hostResponse = out
 				return 1
 			}
 			s.hostErr = []byte(fmt.Sprintf("unknown operation %s/%s/%s", binding, namespace, operation))

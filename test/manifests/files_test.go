@@ -46,7 +46,7 @@ var fileKinds = []fileKind{
 		check: checkArtifacthubRepository,
 	},
 	{name: "Helm chart", match: under("charts/"), check: checkChartFile},
-	{name: "Kubernetes objects a host-capability replay answers from", match: under("host/kubecap/testdata/"), check: checkReplayObjects},
+	{name: "Kubernetes objects a host-capability replay answers from", match: anyOf(under("host/kubecap/testdata/"), under("testdata/cluster/")), check: checkReplayObjects},
 	{name: "GitHub Actions workflow", match: anyOf(glob(".github/workflows/*.yml"), glob(".github/workflows/*.yaml")), check: checkWorkflow},
 }
 
