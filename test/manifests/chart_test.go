@@ -17,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
@@ -146,6 +147,9 @@ func deployUnder(t *testing.T, dir string) []manifest {
 	return out
 }
 
+// trustRBACDir holds the RBAC objects the chart renders with trustRBAC.
+const trustRBACDir = "deploy/webhook/trust-rbac/"
+
 // TestChart_renderingIsDeploy: deploy/ is the chart's rendering with the
 // default values (release and namespace yunikorn-userinfo), object for
 // object, field for field, but for the labels Helm adds; and
@@ -156,9 +160,19 @@ func TestChart_renderingIsDeploy(t *testing.T) {
 		"deploy/webhook/": nil,
 		"deploy/kubewarden/": {"mode": "kubewarden",
 			"kubewarden": map[string]any{"policyServer": map[string]any{"create": false, "name": "default"}}},
+		trustRBACDir: {"settings": map[string]any{"trustRBAC": true}},
 	} {
-		got := byKey(t, mustRender(t, values, webhookNamespace, webhookNamespace))
-		want := byKey(t, deployUnder(t, dir))
+		rendered := mustRender(t, values, webhookNamespace, webhookNamespace)
+		deployed := deployUnder(t, dir)
+		if dir == trustRBACDir {
+			// Only the RBAC objects: the rest is deploy/webhook with the
+			// two edits its comment names.
+			rendered = slices.DeleteFunc(rendered, func(m manifest) bool { return m.gvk.Group != rbacv1.GroupName })
+		} else {
+			deployed = slices.DeleteFunc(deployed, func(m manifest) bool { return strings.HasPrefix(m.path, trustRBACDir) })
+		}
+		got := byKey(t, rendered)
+		want := byKey(t, deployed)
 		assert.ElementsMatch(t, slices.Collect(maps.Keys(want)), slices.Collect(maps.Keys(got)), "%s: the same objects", dir)
 		for k, w := range want {
 			assert.Equal(t, w, got[k], "%s", k)
@@ -193,7 +207,9 @@ var chartMatrix = []struct {
 	{name: "settings, monitoring, spread, no PDB", release: "yunikorn-userinfo", namespace: "yunikorn-userinfo",
 		values: "settings: {externalUsers: ['^livy$'], bypassAuth: false}\nserviceMonitor: {enabled: true, labels: {release: prom}}\n" +
 			"podDisruptionBudget: {enabled: false}\nreplicas: 3\ntopologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}]"},
+	{name: "trustRBAC", release: "uinfo", namespace: "platform", values: "settings: {trustRBAC: {verb: submit-as}}"},
 	{name: "kubewarden", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden"},
+	{name: "kubewarden with trustRBAC", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden\nsettings: {trustRBAC: true}"},
 	{name: "kubewarden without twin, monitor", release: "yunikorn-userinfo", namespace: "kubewarden",
 		values: "mode: kubewarden\nvalidatingTwin: false\nkubewarden: {policyMode: monitor}"},
 }
@@ -337,14 +353,16 @@ func compileConditions(t *testing.T, owner string, mcs []admissionregistrationv1
 func TestChart_refusesBrokenValues(t *testing.T) {
 	t.Parallel()
 	for values, want := range map[string]string{
-		"mode: both":                                   "mode",
-		"failurePolicy: Maybe":                         "failurePolicy",
-		"replica: 3":                                   "replica",
-		"settings: {bypasAuth: true}":                  "bypasAuth",
-		"settings: {validateOnly: true}":               "validateOnly",
-		"image: {digest: latest}":                      "digest",
-		"tls: {certManager: false}":                    "tls.existingSecret is required when tls.certManager is false",
-		"tls: {certManager: false, existingSecret: s}": "tls.caBundle is required when tls.certManager is false",
+		"mode: both":                                                    "mode",
+		"failurePolicy: Maybe":                                          "failurePolicy",
+		"replica: 3":                                                    "replica",
+		"settings: {bypasAuth: true}":                                   "bypasAuth",
+		"settings: {validateOnly: true}":                                "validateOnly",
+		"image: {digest: latest}":                                       "digest",
+		"settings: {trustRBAC: yes-please}":                             "trustRBAC",
+		"settings: {trustRBAC: {verb: 'set all'}}":                      "trustRBAC",
+		"tls: {certManager: false}":                                     "tls.existingSecret is required when tls.certManager is false",
+		"tls: {certManager: false, existingSecret: s}":                  "tls.caBundle is required when tls.certManager is false",
 		"mode: kubewarden\nkubewarden: {policyServer: {create: false}}": "kubewarden.policyServer.name is required",
 	} {
 		var v map[string]any

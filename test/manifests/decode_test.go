@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -55,6 +56,8 @@ var kinds = map[schema.GroupVersionKind]kind{
 	certmanagerv1.SchemeGroupVersion.WithKind("Certificate"):                              {new: func() any { return &certmanagerv1.Certificate{} }, namespaced: true},
 	policiesv1.GroupVersion.WithKind("ClusterAdmissionPolicy"):                            {new: func() any { return &policiesv1.ClusterAdmissionPolicy{} }},
 	policiesv1.GroupVersion.WithKind("PolicyServer"):                                      {new: func() any { return &policiesv1.PolicyServer{} }},
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                                     {new: func() any { return &rbacv1.ClusterRole{} }},
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):                              {new: func() any { return &rbacv1.ClusterRoleBinding{} }},
 	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}:               {new: func() any { return &serviceMonitor{} }, namespaced: true},
 	{Group: "kustomize.config.k8s.io", Version: "v1beta1", Kind: "Kustomization"}:         {new: func() any { return &kustomize.Kustomization{} }},
 }

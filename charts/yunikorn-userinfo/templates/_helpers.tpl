@@ -81,3 +81,14 @@ matchExpressions:
     operator: NotIn
     values: {{ concat .Values.excludedNamespaces (list .Release.Namespace) | uniq | toJson }}
 {{- end -}}
+
+{{/* The access trustRBAC asks (docs/BEHAVIOUR.md §3.1) as a dict, or an
+empty dict when trustRBAC is off. */}}
+{{- define "yunikorn-userinfo.trustRBAC" -}}
+{{- $t := .Values.settings.trustRBAC -}}
+{{- if kindIs "map" $t -}}
+{{- toYaml (merge (dict) $t (dict "verb" "set" "group" "yunikorn.apache.org" "resource" "userinfos")) -}}
+{{- else if $t -}}
+{{- toYaml (dict "verb" "set" "group" "yunikorn.apache.org" "resource" "userinfos") -}}
+{{- end -}}
+{{- end -}}

@@ -1,0 +1,97 @@
+package manifests
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+
+	policiesv1 "github.com/kubewarden/adm-controller/api/policies/v1"
+)
+
+// rbacRendering is what a rendering holds for trustRBAC.
+type rbacRendering struct {
+	roles    map[string]*rbacv1.ClusterRole
+	bindings []*rbacv1.ClusterRoleBinding
+	accounts []*corev1.ServiceAccount
+	deploy   *appsv1.Deployment
+	server   *policiesv1.PolicyServer
+	settings string // the standalone settings ConfigMap's settings.yaml
+}
+
+func renderRBAC(t *testing.T, values, namespace string) rbacRendering {
+	t.Helper()
+	var v map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(values), &v))
+	r := rbacRendering{roles: map[string]*rbacv1.ClusterRole{}}
+	for _, m := range mustRender(t, v, "yunikorn-userinfo", namespace) {
+		switch o := m.obj.(type) {
+		case *rbacv1.ClusterRole:
+			r.roles[o.Name] = o
+		case *rbacv1.ClusterRoleBinding:
+			r.bindings = append(r.bindings, o)
+		case *corev1.ServiceAccount:
+			r.accounts = append(r.accounts, o)
+		case *appsv1.Deployment:
+			r.deploy = o
+		case *policiesv1.PolicyServer:
+			r.server = o
+		case *corev1.ConfigMap:
+			r.settings = o.Data["settings.yaml"]
+		}
+	}
+	return r
+}
+
+var reviewerRules = []rbacv1.PolicyRule{{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}}}
+
+// TestChart_trustRBAC: with trustRBAC off nothing may call the API server
+// (no token, no role); on, the webhook's (or the PolicyServer's) account
+// may create SubjectAccessReviews and nothing else, and the role operators
+// bind to front-ends names exactly the access the policy asks.
+func TestChart_trustRBAC(t *testing.T) {
+	t.Parallel()
+	off := renderRBAC(t, "", webhookNamespace)
+	assert.Empty(t, off.roles)
+	assert.Empty(t, off.bindings)
+	require.NotNil(t, off.deploy)
+	assert.Equal(t, false, *off.deploy.Spec.Template.Spec.AutomountServiceAccountToken)
+
+	on := renderRBAC(t, "settings: {trustRBAC: true}", webhookNamespace)
+	require.NotNil(t, on.deploy)
+	assert.Equal(t, true, *on.deploy.Spec.Template.Spec.AutomountServiceAccountToken, "serve needs a token to ask the API server")
+	require.Contains(t, on.roles, "yunikorn-userinfo-access-reviewer")
+	assert.Equal(t, reviewerRules, on.roles["yunikorn-userinfo-access-reviewer"].Rules)
+	require.Len(t, on.bindings, 1)
+	assert.Equal(t, "yunikorn-userinfo-access-reviewer", on.bindings[0].RoleRef.Name)
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: on.deploy.Spec.Template.Spec.ServiceAccountName, Namespace: webhookNamespace}},
+		on.bindings[0].Subjects)
+	require.Contains(t, on.roles, "yunikorn-userinfo-userinfo-setter")
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"yunikorn.apache.org"}, Resources: []string{"userinfos"}, Verbs: []string{"set"}}},
+		on.roles["yunikorn-userinfo-userinfo-setter"].Rules)
+	assert.Contains(t, on.settings, "trustRBAC: true")
+
+	custom := renderRBAC(t, "settings: {trustRBAC: {verb: submit-as, resource: users, group: batch.example.com}}", webhookNamespace)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"batch.example.com"}, Resources: []string{"users"}, Verbs: []string{"submit-as"}}},
+		custom.roles["yunikorn-userinfo-userinfo-setter"].Rules)
+	partial := renderRBAC(t, "settings: {trustRBAC: {verb: submit-as}}", webhookNamespace)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"yunikorn.apache.org"}, Resources: []string{"userinfos"}, Verbs: []string{"submit-as"}}},
+		partial.roles["yunikorn-userinfo-userinfo-setter"].Rules, "unset members take the policy's defaults")
+
+	kw := renderRBAC(t, "mode: kubewarden\nsettings: {trustRBAC: true}", kubewardenNS)
+	require.NotNil(t, kw.server)
+	require.Len(t, kw.accounts, 1)
+	assert.Equal(t, kw.accounts[0].Name, kw.server.Spec.ServiceAccountName, "the PolicyServer runs as the account the role is bound to")
+	require.Len(t, kw.bindings, 1)
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: kw.accounts[0].Name, Namespace: kubewardenNS}}, kw.bindings[0].Subjects)
+	assert.Equal(t, reviewerRules, kw.roles["yunikorn-userinfo-access-reviewer"].Rules)
+
+	shared := renderRBAC(t, "mode: kubewarden\nsettings: {trustRBAC: true}\nkubewarden: {policyServer: {create: false, name: default}}", kubewardenNS)
+	assert.Empty(t, shared.accounts, "another PolicyServer's account is not ours to make")
+	assert.Empty(t, shared.bindings)
+	assert.Contains(t, shared.roles, "yunikorn-userinfo-userinfo-setter")
+}
