@@ -94,7 +94,7 @@ func TestHostCapabilities(t *testing.T) {
 
 	sar := func(verb, group, resource string) string {
 		return `{"subject_access_review":{"user":"alice","groups":` + mustJSON(e2e.identity[alice].Groups) +
-			`,"resource_attributes":{"namespace":"` + ns + `","verb":"` + verb + `","group":"` + group + `","resource":"` + resource + `"}}}`
+			`,"resource_attributes":{"namespace":"` + ns + `","verb":"` + verb + `","group":"` + group + `","resource":"` + resource + `"}},"disable_cache":true}`
 	}
 	allowed, msg, d = call(t, "can_i", sar("create", "", "pods"))
 	require.True(t, allowed, msg)

@@ -51,6 +51,7 @@ var users = []cluster.User{
 	{Name: dave, Groups: []string{"contractors"}},
 	{Name: obrien, Groups: []string{"dev"}},
 	{Name: schedulerUser},
+	{Name: reviewerUser},
 }
 
 // externalUsers replaces the shipped (empty) externalUsers setting.
@@ -64,6 +65,7 @@ const (
 	webhookLabel    = "e2e.yunikorn.apache.org/webhook"
 	webhookMain     = "main"
 	webhookFailover = "failover"
+	webhookRBAC     = "rbac"
 	// workloadRole is the ClusterRole the test users are bound to in every
 	// test namespace.
 	workloadRole = "e2e-workloads"
