@@ -52,7 +52,9 @@ func TestTrustRBAC(t *testing.T) {
 	for _, r := range roles {
 		_, err := admin.RbacV1().ClusterRoles().Create(ctx, r, metav1.CreateOptions{})
 		require.NoError(t, err, "create ClusterRole %s", r.Name)
-		t.Cleanup(func() { _ = admin.RbacV1().ClusterRoles().Delete(context.WithoutCancel(ctx), r.Name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() {
+			_ = admin.RbacV1().ClusterRoles().Delete(context.WithoutCancel(ctx), r.Name, metav1.DeleteOptions{})
+		})
 	}
 	reviewer := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-userinfo-webhook-reviewer"},
