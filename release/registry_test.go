@@ -310,7 +310,8 @@ func TestPolicy_runFromRegistry(t *testing.T) {
 					results[i] = result{stderr: err.Error(), code: -1}
 					continue
 				}
-				stdout, stderr, code := c.run(t, nil, "run", immutable, "--settings-json", string(cases[i].Settings), "-r", path)
+				stdout, stderr, code := c.run(t, nil, "run", immutable, "--settings-json", string(cases[i].Settings), "-r", path,
+					"--context-dir", fixtures.ClusterDir())
 				results[i] = result{stdout, stderr, code}
 			}
 		})
