@@ -132,6 +132,7 @@ test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 
 	$(MAKE) --no-print-directory test-release
 	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory test-kubewarden
+	$(MAKE) --no-print-directory test-yunikorn
 	$(MAKE) --no-print-directory check-embedded
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME)
 
@@ -175,6 +176,13 @@ test-kubewarden: policy ## The fixture table on wasmtime as Kubewarden's policy-
 	cd test/kubewarden && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && \
 	  { $(GO) mod tidy -diff || { echo "test/kubewarden/go.mod is not tidy"; exit 1; }; } && \
 	  POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
+
+.PHONY: test-yunikorn
+test-yunikorn: ## policy/queues against yunikorn-core v1.9.0 itself on a generated corpus of queue configurations and applications (nested module test/yunikorn)
+	cd test/yunikorn && export GONOSUMDB=github.com/apache/yunikorn-core,github.com/apache/yunikorn-scheduler-interface && \
+	  $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && \
+	  { $(GO) mod tidy -diff || { echo "test/yunikorn/go.mod is not tidy"; exit 1; }; } && \
+	  $(GO) test -count=1 -v -run TestDifferential ./... | grep -E '^(---|ok|FAIL|PASS)|seed|disagreements|config [0-9]+' ; exit $${PIPESTATUS[0]}
 
 .PHONY: bench-kubewarden
 bench-kubewarden: policy ## Cost per evaluation as policy-server runs it (fresh wasmtime instance) beside the pooled engine, per bench fixture

@@ -1,0 +1,298 @@
+package queues
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Names and patterns of yunikorn-core's configs package.
+const (
+	rootQueue        = "root"
+	dot              = "."
+	dotReplace       = "_dot_"
+	defaultPartition = "default"
+	// DefaultQueue is where an application goes when no rule places it,
+	// if the queue exists.
+	DefaultQueue = "root.default"
+	wildcard     = "*"
+)
+
+var (
+	queueNameRegExp = regexp.MustCompile(`^[a-zA-Z0-9_:#/@-]{1,64}$`)
+	userRegExp      = regexp.MustCompile(`^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$`)
+	groupRegExp     = regexp.MustCompile(`^[_a-zA-Z][a-zA-Z0-9:_.-]*$`)
+	specialRegExp   = regexp.MustCompile(`[\^$*+?()\[{}|]`)
+	ruleNameRegExp  = regexp.MustCompile(`^[_a-zA-Z][a-zA-Z0-9_]*$`)
+)
+
+// Config is a parsed and validated queues.yaml.
+type Config struct {
+	partitions []*Partition
+}
+
+// Partition is one partition: its queues and placement rules.
+type Partition struct {
+	Name string
+	root *Queue
+	// rules are the placement rules; nil when the rules could not be built,
+	// in which case core places nothing (every application is rejected).
+	rules    []rule
+	rulesErr error
+	resolver string
+}
+
+// Partition returns the partition named name (case-insensitively, as
+// core), or nil.
+func (c *Config) Partition(name string) *Partition {
+	for _, p := range c.partitions {
+		if strings.EqualFold(p.Name, name) {
+			return p
+		}
+	}
+	return nil
+}
+
+// Parse reads queues.yaml and returns the configuration the scheduler
+// would run, or an error saying why the scheduler would refuse it.
+func Parse(data []byte) (*Config, error) {
+	conf, err := decodeConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{}
+	seen := map[string]bool{}
+	for i := range conf.partitions {
+		p := conf.partitions[i]
+		if p.name == "" || lower(p.name) == defaultPartition {
+			p.name = defaultPartition
+		}
+		if seen[lower(p.name)] {
+			return nil, fmt.Errorf("duplicate partition name found with name %s", p.name)
+		}
+		seen[lower(p.name)] = true
+		if err := validatePartition(&p); err != nil {
+			return nil, fmt.Errorf("partition %s: %w", p.name, err)
+		}
+		part, err := buildPartition(p)
+		if err != nil {
+			return nil, fmt.Errorf("partition %s: %w", p.name, err)
+		}
+		c.partitions = append(c.partitions, part)
+	}
+	return c, nil
+}
+
+// validatePartition is core's Validate for one partition, for the parts
+// this package models: the queue structure, queue names, ACL syntax and
+// the placement rules. Resource, limit and sort-policy checks are not
+// made (docs/QUEUES.md).
+func validatePartition(p *partitionConfig) error {
+	if !p.hasQueue {
+		return fmt.Errorf("queue config is not set")
+	}
+	insertRoot := len(p.queues) != 1 || lower(p.queues[0].name) != rootQueue
+	if insertRoot {
+		p.queues = []queueConfig{{name: rootQueue, parent: true, queues: p.queues}}
+	} else {
+		p.queues[0].parent = true
+	}
+	if p.queues[0].hasResources {
+		return fmt.Errorf("root queue must not have resource limits set")
+	}
+	if err := checkQueues(&p.queues[0], 1); err != nil {
+		return err
+	}
+	return checkPlacementRules(p)
+}
+
+func checkACL(acl string) error {
+	acl = strings.TrimSpace(acl)
+	if acl == "" || acl == wildcard {
+		return nil
+	}
+	if len(strings.Fields(acl)) > 2 {
+		return fmt.Errorf("multiple spaces found in ACL: '%s'", acl)
+	}
+	return nil
+}
+
+func checkQueues(q *queueConfig, level int) error {
+	if err := checkACL(q.adminACL); err != nil {
+		return err
+	}
+	if err := checkACL(q.submitACL); err != nil {
+		return err
+	}
+	names := map[string]bool{}
+	for _, c := range q.queues {
+		if !queueNameRegExp.MatchString(c.name) {
+			return errInvalidQueueName
+		}
+		if names[lower(c.name)] {
+			return fmt.Errorf("duplicate child name found with name '%s', level %d", c.name, level)
+		}
+		names[lower(c.name)] = true
+	}
+	for i := range q.queues {
+		if err := checkQueues(&q.queues[i], level+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// errInvalidQueueName is core's common.ErrorInvalidQueueName.
+var errInvalidQueueName = errors.New("invalid queue name, max 64 characters consisting of alphanumeric characters and '-', '_', '#', '@', '/', ':' allowed")
+
+func checkPlacementRules(p *partitionConfig) error {
+	if len(p.rules) == 0 {
+		return nil
+	}
+	for _, r := range p.rules {
+		if err := checkPlacementRule(r); err != nil {
+			return err
+		}
+	}
+	for i, r := range p.rules {
+		path, chain, dynamic, err := longestStaticPath(r)
+		if err != nil {
+			return err
+		}
+		if strings.Index(path, rootQueue) != 0 {
+			continue
+		}
+		parts := strings.Split(lower(path), dot)
+		switch result, last := checkHierarchyForPlacement(parts, r.create, dynamic, p.queues, nil); result {
+		case errQueueNotLeaf:
+			return fmt.Errorf("placement rule no. #%d (%s) references a queue (%s) which is not a leaf", i, chain, path)
+		case errNonExistingQueue:
+			return fmt.Errorf("placement rule no. #%d (%s) references non-existing queues (%s) and create is 'false'", i, chain, path)
+		case errLastQueueLeaf:
+			return fmt.Errorf("placement rule no. #%d (%s) references non-existing queues (%s) which cannot be created because the last queue (%s) in the hierarchy is a leaf", i, chain, path, last)
+		}
+	}
+	return nil
+}
+
+func checkPlacementRule(r ruleConfig) error {
+	if !ruleNameRegExp.MatchString(r.name) {
+		return fmt.Errorf("invalid rule name %s, a name must be a valid identifier", r.name)
+	}
+	if r.parent != nil {
+		if err := checkPlacementRule(*r.parent); err != nil {
+			return err
+		}
+	}
+	f := r.filter
+	if f.kind != "" && !strings.EqualFold(f.kind, "allow") && !strings.EqualFold(f.kind, "deny") {
+		return fmt.Errorf("invalid rule filter type %s, filter type  must be either '', allow or deny", f.kind)
+	}
+	if len(f.users) == 1 && !userRegExp.MatchString(f.users[0]) {
+		if _, err := regexp.Compile(f.users[0]); err != nil || !specialRegExp.MatchString(f.users[0]) {
+			return fmt.Errorf("invalid rule filter user list is not a proper list or regexp: %v", f.users)
+		}
+	}
+	if len(f.groups) == 1 && !groupRegExp.MatchString(f.groups[0]) {
+		if _, err := regexp.Compile(f.groups[0]); err != nil || !specialRegExp.MatchString(f.groups[0]) {
+			return fmt.Errorf("invalid rule filter group list is not a proper list or regexp: %v", f.groups)
+		}
+	}
+	return nil
+}
+
+type pathCheck int
+
+const (
+	placementOK pathCheck = iota
+	errQueueNotLeaf
+	errNonExistingQueue
+	errLastQueueLeaf
+)
+
+// checkHierarchyForPlacement is core's check of a rule's static path
+// against the configured queues. Like core, it compares the lower-cased
+// path with the queue names as written.
+func checkHierarchyForPlacement(path []string, create, dynamic bool, conf []queueConfig, parent *queueConfig) (pathCheck, string) {
+	name := path[0]
+	if len(conf) == 0 {
+		if !parent.parent {
+			return errLastQueueLeaf, parent.name
+		}
+		if !create {
+			return errNonExistingQueue, ""
+		}
+		return placementOK, ""
+	}
+	var found *queueConfig
+	for i := range conf {
+		if conf[i].name == name {
+			found = &conf[i]
+			break
+		}
+	}
+	if found == nil {
+		if !create {
+			return errNonExistingQueue, ""
+		}
+		return placementOK, ""
+	}
+	if len(path) == 1 {
+		if dynamic {
+			if found.parent {
+				return placementOK, ""
+			}
+			return errQueueNotLeaf, ""
+		}
+		if found.parent {
+			return errQueueNotLeaf, ""
+		}
+		return placementOK, ""
+	}
+	return checkHierarchyForPlacement(path[1:], create, dynamic, found.queues, found)
+}
+
+// longestStaticPath is core's getLongestStaticPath: the fixed prefix of a
+// rule chain (parents first), the chain's names, and whether a dynamic
+// rule follows. Like core, it compares rule names as written ("Fixed" is
+// not "fixed" here).
+func longestStaticPath(r ruleConfig) (path, chain string, dynamic bool, err error) {
+	for _, c := range ruleChain(r) {
+		if chain == "" {
+			chain = c.name
+		} else {
+			chain += "->" + c.name
+		}
+		if dynamic {
+			continue
+		}
+		if c.name != "fixed" {
+			if path == "" {
+				path = "<dynamic>"
+			}
+			dynamic = true
+			continue
+		}
+		if strings.HasPrefix(c.value, rootQueue) {
+			if path != "" {
+				return path, chain, dynamic, fmt.Errorf("illegal fully qualified 'fixed' rule with value %s", c.value)
+			}
+			path = c.value
+			continue
+		}
+		if path == "" {
+			path = rootQueue
+		}
+		path += "." + c.value
+	}
+	return path, chain, dynamic, nil
+}
+
+func ruleChain(r ruleConfig) []ruleConfig {
+	var out []ruleConfig
+	if r.parent != nil {
+		out = append(out, ruleChain(*r.parent)...)
+	}
+	return append(out, r)
+}
