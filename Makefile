@@ -20,7 +20,7 @@ FUZZTIME  ?= 10s
 # can keep the instance (see RATIONALE.md, "Why wasi-legacy?").
 TINYGO_FLAGS := -target=wasi -no-debug -buildmode=wasi-legacy -scheduler=none
 
-POLICY_SRC := $(wildcard policy/*.go) go.mod go.sum
+POLICY_SRC := $(wildcard policy/*.go policy/*/*.go) go.mod go.sum
 
 .PHONY: help
 help: ## List the targets

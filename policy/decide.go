@@ -128,6 +128,9 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	var d decision
 	if op == "CREATE" {
 		d, err = decideCreate(s, r, kind, id, cur)
+		if err == nil {
+			d = checkQueue(d, r, s, kind, cur)
+		}
 	} else {
 		d, err = decideUpdate(r, path, cur)
 	}

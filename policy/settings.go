@@ -18,10 +18,11 @@ const (
 	keyUserLabelKey     = "userLabelKey"
 	keyValidateOnly     = "validateOnly"
 	keyTrustRBAC        = "trustRBAC"
+	keyQueueCheck       = "queueCheck"
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -50,6 +51,9 @@ type Settings struct {
 	// the annotation if a SubjectAccessReview for this access allows it
 	// (docs/BEHAVIOUR.md §3.1). nil: off.
 	TrustRBAC *rbacReview
+	// QueueCheck, when set and not off, checks YuniKorn's placement and
+	// queue ACLs for new pods (docs/BEHAVIOUR.md §3.2).
+	QueueCheck *queueCheckSettings
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -92,6 +96,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.ValidateOnly = parseBool(&errs, key, v, s.ValidateOnly)
 		case keyTrustRBAC:
 			s.TrustRBAC = parseTrustRBAC(&errs, v)
+		case keyQueueCheck:
+			s.QueueCheck = parseQueueCheck(&errs, v)
 		case keySystemUsers:
 			if list, ok := parseList(&errs, key, v); ok {
 				s.SystemUsers = compileAll(&errs, &s.Warnings, key, list)

@@ -116,7 +116,7 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "policy settings file, YAML or JSON, reloaded when it changes (default {})")
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", `API server for the policy's Kubernetes host capabilities: a kubeconfig file, or "in-cluster" `+
-		`(default: in-cluster when the module's metadata declares contextAwareResources or the Pod has a service account token mounted, none otherwise)`)
+		`(default: in-cluster when the Pod has a service account token mounted, none otherwise)`)
 	fs.StringVar(&f.contextDir, "context-dir", "", "answer the policy's Kubernetes host capabilities from this directory of objects instead of an API server (for local use and tests)")
 	fs.StringVar(&f.validateOverlay, "validate-overlay", "", "settings keys, as a JSON object, set over the settings for /validate, the validating webhook "+
 		`(for this policy's validating twin: '{"validateOnly":true}'); without it /validate uses the settings as they are`)
@@ -228,14 +228,8 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		return err
 	}
 	kubeconfig := f.kubeconfig
-	if kubeconfig == "" && f.contextDir == "" {
-		resources, err := contextResources(module)
-		if err != nil {
-			return err
-		}
-		if len(resources) > 0 || inClusterCredentials() {
-			kubeconfig = "in-cluster"
-		}
+	if kubeconfig == "" && f.contextDir == "" && inClusterCredentials() {
+		kubeconfig = "in-cluster"
 	}
 	capMetrics := kubecap.NewMetrics("yunikorn_userinfo_")
 	hostCalls, err := capabilityHostCalls(ctx, logger, module, f.contextDir, kubeconfig, capMetrics.Observe)

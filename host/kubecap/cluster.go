@@ -57,34 +57,59 @@ type SubjectAccessReviewer interface {
 	Create(ctx context.Context, sar *authorizationv1.SubjectAccessReview, opts metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error)
 }
 
-// Cluster is a Backend on a real API server: one informer per declared
-// kind, started by NewCluster and synced before it returns, so get and
-// list read a watch cache; can_i asks SubjectAccessReviews, each answer
-// kept for ReviewTTL.
+// Cluster is a Backend on a real API server. Reads come from informers
+// (watch caches), started on first use and kept: one per kind and
+// namespace that get and list_resources_by_namespace ask about, one over
+// all namespaces for list_resources_all and cluster-scoped kinds. So a
+// policy that reads one namespace's ConfigMaps needs list and watch there
+// only, and a module that declares kinds but does not use them (its
+// settings off) needs no access at all. can_i asks SubjectAccessReviews,
+// each answer kept for ReviewTTL.
 type Cluster struct {
 	opts     ClusterOptions
 	dynamic  dynamic.Interface
 	reviews  SubjectAccessReviewer
-	kinds    map[Resource]watched
+	kinds    map[Resource]kindInfo
+	runCtx   context.Context
 	stop     context.CancelFunc
 	mu       sync.Mutex
+	scopes   map[scopeKey]*scope
 	answered map[string]reviewAnswer
 }
 
-type watched struct {
+type kindInfo struct {
 	gvr        schema.GroupVersionResource
 	namespaced bool
-	store      cache.Indexer
 }
+
+// scopeKey names one informer: a kind in a namespace, or in all ("").
+type scopeKey struct {
+	r  Resource
+	ns string
+}
+
+// scope is one informer: its store is usable once synced is closed and err
+// is nil. A scope that failed to sync is kept, with its error, until
+// retryAt, so that admissions fail fast instead of each waiting.
+type scope struct {
+	store   cache.Indexer
+	synced  chan struct{}
+	err     error
+	retryAt time.Time
+	stop    context.CancelFunc
+}
+
+// failedScopeRetry is how long a scope that could not sync answers with
+// its error before it is tried again.
+const failedScopeRetry = 30 * time.Second
 
 type reviewAnswer struct {
 	status  Status
 	expires time.Time
 }
 
-// NewCluster maps each resource to its API resource, starts its informer
-// and waits until every informer has listed its objects; an error names
-// the kind that could not be watched (not served, or not allowed).
+// NewCluster maps each resource to its API resource (a kind the API server
+// does not serve is an error naming it); informers start on first use.
 func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = 30 * time.Second
@@ -98,7 +123,8 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Cluster{opts: opts, dynamic: opts.Dynamic, reviews: opts.Reviews, kinds: map[Resource]watched{}, answered: map[string]reviewAnswer{}}
+	c := &Cluster{opts: opts, dynamic: opts.Dynamic, reviews: opts.Reviews, kinds: map[Resource]kindInfo{},
+		scopes: map[scopeKey]*scope{}, answered: map[string]reviewAnswer{}}
 	mapper := opts.Mapper
 	if c.dynamic == nil || c.reviews == nil || mapper == nil {
 		if opts.Config == nil {
@@ -125,66 +151,116 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 			mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 		}
 	}
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	c.stop = stop
-	factory := dynamicinformer.NewDynamicSharedInformerFactory(c.dynamic, 0)
-	informers := map[Resource]cache.SharedIndexInformer{}
 	for _, r := range opts.Resources {
 		gv, err := schema.ParseGroupVersion(r.APIVersion)
 		if err != nil {
-			stop()
 			return nil, fmt.Errorf("kubernetes capabilities: %s: %w", r, err)
 		}
 		mapping, err := mapper.RESTMapping(gv.WithKind(r.Kind).GroupKind(), gv.Version)
 		if err != nil {
-			stop()
 			return nil, fmt.Errorf("kubernetes capabilities: %s is not served by the API server: %w", r, err)
 		}
-		inf := factory.ForResource(mapping.Resource).Informer()
-		informers[r] = inf
-		c.kinds[r] = watched{gvr: mapping.Resource, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace, store: inf.GetIndexer()}
+		c.kinds[r] = kindInfo{gvr: mapping.Resource, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}
 	}
-	factory.Start(runCtx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, opts.SyncTimeout)
-	defer cancel()
-	for r, inf := range informers {
-		if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
-			stop()
-			return nil, fmt.Errorf("kubernetes capabilities: watch %s: not synced within %s (is list/watch allowed for this service account?)", r, opts.SyncTimeout)
-		}
-		opts.Logger.InfoContext(ctx, "watching for the policy", "resource", r.String(), "objects", len(inf.GetIndexer().ListKeys()))
-	}
+	c.runCtx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
 	return c, nil
 }
 
 // Close stops the informers.
 func (c *Cluster) Close() { c.stop() }
 
-func (c *Cluster) kind(r Resource) (watched, error) {
-	w, ok := c.kinds[r]
+func (c *Cluster) kind(r Resource) (kindInfo, error) {
+	k, ok := c.kinds[r]
 	if !ok {
-		return watched{}, fmt.Errorf("%s is not watched", r)
+		return kindInfo{}, fmt.Errorf("%s is not watched", r)
 	}
-	return w, nil
+	return k, nil
+}
+
+// store returns a synced watch cache holding r's objects in namespace ns
+// ("" for all), starting its informer if none covers it yet, and waiting
+// for its first list at most until ctx ends.
+func (c *Cluster) store(ctx context.Context, r Resource, k kindInfo, ns string) (cache.Indexer, error) {
+	if !k.namespaced {
+		ns = ""
+	}
+	c.mu.Lock()
+	s := c.scopes[scopeKey{r, ""}]
+	if s == nil || s.err != nil {
+		s = c.scopes[scopeKey{r, ns}]
+	}
+	if s != nil && s.err != nil && time.Now().After(s.retryAt) {
+		s = nil
+	}
+	if s == nil {
+		s = c.startScope(r, k, ns)
+		c.scopes[scopeKey{r, ns}] = s
+	}
+	c.mu.Unlock()
+	select {
+	case <-s.synced:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("watch %s%s: not synced yet: %w", r, inNamespace(ns), ctx.Err())
+	}
+	c.mu.Lock()
+	err := s.err
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return s.store, nil
+}
+
+func inNamespace(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	return " in namespace " + ns
+}
+
+// startScope starts one informer; its first list is waited for in the
+// background, bounded by SyncTimeout. c.mu is held.
+func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
+	ctx, stop := context.WithCancel(c.runCtx)
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dynamic, 0, ns, nil)
+	inf := factory.ForResource(k.gvr).Informer()
+	s := &scope{store: inf.GetIndexer(), synced: make(chan struct{}), stop: stop}
+	factory.Start(ctx.Done())
+	go func() {
+		defer close(s.synced)
+		syncCtx, cancel := context.WithTimeout(ctx, c.opts.SyncTimeout)
+		defer cancel()
+		if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+			stop()
+			err := fmt.Errorf("watch %s%s: not synced within %s (are list and watch allowed for this account?)", r, inNamespace(ns), c.opts.SyncTimeout)
+			c.mu.Lock()
+			s.err, s.retryAt = err, time.Now().Add(failedScopeRetry)
+			c.mu.Unlock()
+			c.opts.Logger.Warn("cannot watch for the policy", "resource", r.String(), "namespace", ns, "error", err)
+			return
+		}
+		c.opts.Logger.Info("watching for the policy", "resource", r.String(), "namespace", ns, "objects", len(inf.GetIndexer().ListKeys()))
+	}()
+	return s
 }
 
 // Namespaced implements Backend.
 func (c *Cluster) Namespaced(_ context.Context, r Resource) (bool, error) {
-	w, err := c.kind(r)
-	return w.namespaced, err
+	k, err := c.kind(r)
+	return k.namespaced, err
 }
 
 // Get implements Backend: from the watch cache, or with fresh from the API
 // server.
 func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, fresh bool) (json.RawMessage, error) {
-	w, err := c.kind(r)
+	k, err := c.kind(r)
 	if err != nil {
 		return nil, err
 	}
 	if fresh {
-		var ri dynamic.ResourceInterface = c.dynamic.Resource(w.gvr)
-		if w.namespaced {
-			ri = c.dynamic.Resource(w.gvr).Namespace(namespace)
+		var ri dynamic.ResourceInterface = c.dynamic.Resource(k.gvr)
+		if k.namespaced {
+			ri = c.dynamic.Resource(k.gvr).Namespace(namespace)
 		}
 		obj, err := ri.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -195,11 +271,15 @@ func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, f
 		}
 		return obj.MarshalJSON()
 	}
+	store, err := c.store(ctx, r, k, namespace)
+	if err != nil {
+		return nil, err
+	}
 	key := name
-	if w.namespaced {
+	if k.namespaced {
 		key = namespace + "/" + name
 	}
-	item, ok, err := w.store.GetByKey(key)
+	item, ok, err := store.GetByKey(key)
 	if err != nil {
 		return nil, err
 	}
@@ -210,18 +290,22 @@ func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, f
 }
 
 // List implements Backend, from the watch cache.
-func (c *Cluster) List(_ context.Context, r Resource, namespace string, l labels.Selector, f fields.Selector) ([]json.RawMessage, error) {
-	w, err := c.kind(r)
+func (c *Cluster) List(ctx context.Context, r Resource, namespace string, l labels.Selector, f fields.Selector) ([]json.RawMessage, error) {
+	k, err := c.kind(r)
+	if err != nil {
+		return nil, err
+	}
+	store, err := c.store(ctx, r, k, namespace)
 	if err != nil {
 		return nil, err
 	}
 	var items []any
-	if namespace != "" && w.namespaced {
-		if items, err = w.store.ByIndex(cache.NamespaceIndex, namespace); err != nil {
+	if namespace != "" && k.namespaced {
+		if items, err = store.ByIndex(cache.NamespaceIndex, namespace); err != nil {
 			return nil, err
 		}
 	} else {
-		items = w.store.List()
+		items = store.List()
 	}
 	var out []json.RawMessage
 	for _, it := range items {

@@ -3,6 +3,7 @@ package kubecap
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -10,12 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // countingReviewer answers every review with allowed = (verb == "set") and
@@ -33,6 +36,11 @@ func (c *countingReviewer) Create(_ context.Context, sar *authorizationv1.Subjec
 // fakeCluster is a Cluster on client-go's fake dynamic client holding the
 // objects of testdata/cluster, with a RESTMapper for the three kinds.
 func fakeCluster(t *testing.T, reviewTTL time.Duration) (*Cluster, *countingReviewer) {
+	c, rev, _ := fakeClusterDyn(t, reviewTTL, 10*time.Second)
+	return c, rev
+}
+
+func fakeClusterDyn(t *testing.T, reviewTTL, syncTimeout time.Duration) (*Cluster, *countingReviewer, *dynamicfake.FakeDynamicClient) {
 	t.Helper()
 	replay, err := LoadReplay("testdata/cluster")
 	require.NoError(t, err)
@@ -54,10 +62,44 @@ func fakeCluster(t *testing.T, reviewTTL time.Duration) (*Cluster, *countingRevi
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}, meta.RESTScopeRoot)
 	rev := &countingReviewer{}
 	c, err := NewCluster(t.Context(), ClusterOptions{Resources: granted, Dynamic: dyn, Reviews: rev, Mapper: mapper,
-		SyncTimeout: 10 * time.Second, ReviewTTL: reviewTTL})
+		SyncTimeout: syncTimeout, ReviewTTL: reviewTTL})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	return c, rev
+	return c, rev, dyn
+}
+
+// TestCluster_watchesOnlyWhatIsRead: nothing is listed until a policy
+// reads; a get in one namespace lists that namespace only; a kind that
+// cannot be listed (RBAC) fails within the sync timeout, and then fails at
+// once until it is retried.
+func TestCluster_watchesOnlyWhatIsRead(t *testing.T) {
+	c, _, dyn := fakeClusterDyn(t, time.Minute, 300*time.Millisecond)
+	dyn.PrependReactor("list", "namespaces", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "namespaces"}, "", errors.New("RBAC: not allowed"))
+	})
+	assert.Empty(t, listActions(dyn), "no informer before the first read")
+
+	_, err := c.Get(t.Context(), Resource{"v1", "ConfigMap"}, "yunikorn", "yunikorn-configs", false)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"configmaps in yunikorn"}, listActions(dyn), "one namespace listed")
+
+	began := time.Now()
+	_, err = c.Get(t.Context(), Resource{"v1", "Namespace"}, "", "spark", false)
+	require.ErrorContains(t, err, "watch v1/Namespace: not synced within 300ms (are list and watch allowed for this account?)")
+	began = time.Now()
+	_, err = c.Get(t.Context(), Resource{"v1", "Namespace"}, "", "spark", false)
+	require.Error(t, err)
+	assert.Less(t, time.Since(began), 100*time.Millisecond, "a failed watch answers at once until its retry time")
+}
+
+func listActions(dyn *dynamicfake.FakeDynamicClient) []string {
+	var out []string
+	for _, a := range dyn.Actions() {
+		if a.GetVerb() == "list" {
+			out = append(out, a.GetResource().Resource+" in "+a.GetNamespace())
+		}
+	}
+	return out
 }
 
 // TestCluster_answersLikeReplay: on the same objects, the informer-backed

@@ -32,7 +32,8 @@ func TestParse_repositoryMetadata(t *testing.T) {
 	assert.False(t, md.BackgroundAudit)
 	assert.Equal(t, ExecutionModeKubewardenWapc, md.ExecutionMode)
 	assert.Equal(t, PolicyTypeKubernetes, md.PolicyType)
-	assert.Equal(t, []ContextAwareResource{}, md.ContextAwareResources)
+	assert.Equal(t, []ContextAwareResource{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"}}, md.ContextAwareResources,
+		"the queue check reads ConfigMaps and Namespaces")
 	assert.Empty(t, md.ProtocolVersion, "annotate fills it")
 	assert.Equal(t, []Rule{
 		{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Operations: []Operation{"CREATE", "UPDATE"}},

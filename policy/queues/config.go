@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Names and patterns of yunikorn-core's configs package.
@@ -19,13 +20,48 @@ const (
 	wildcard     = "*"
 )
 
+// core's patterns, compiled on first use: a module instance that never
+// checks a queue (under policy-server, one per evaluation) never pays for
+// them.
 var (
-	queueNameRegExp = regexp.MustCompile(`^[a-zA-Z0-9_:#/@-]{1,64}$`)
-	userRegExp      = regexp.MustCompile(`^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$`)
-	groupRegExp     = regexp.MustCompile(`^[_a-zA-Z][a-zA-Z0-9:_.-]*$`)
-	specialRegExp   = regexp.MustCompile(`[\^$*+?()\[{}|]`)
-	ruleNameRegExp  = regexp.MustCompile(`^[_a-zA-Z][a-zA-Z0-9_]*$`)
+	queueNameRegExp = queueNameMatcher{}
+	userRegExp      = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$`}
+	groupRegExp     = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9:_.-]*$`}
+	specialRegExp   = &lazyRegexp{expr: `[\^$*+?()\[{}|]`}
+	ruleNameRegExp  = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9_]*$`}
 )
+
+// queueNameMatcher is core's QueueNameRegExp, ^[a-zA-Z0-9_:#/@-]{1,64}$,
+// by hand: compiled, the {1,64} becomes 64 nested alternatives, and the
+// recursion that compiles them overflows a TinyGo module's 64 KiB stack.
+type queueNameMatcher struct{}
+
+func (queueNameMatcher) MatchString(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '_', c == ':', c == '#', c == '/', c == '@', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+type lazyRegexp struct {
+	expr string
+	once sync.Once
+	re   *regexp.Regexp
+}
+
+func (l *lazyRegexp) MatchString(s string) bool {
+	l.once.Do(func() { l.re = regexp.MustCompile(l.expr) })
+	return l.re.MatchString(s)
+}
 
 // Config is a parsed and validated queues.yaml.
 type Config struct {
@@ -189,6 +225,11 @@ func checkPlacementRule(r ruleConfig) error {
 	if f.kind != "" && !strings.EqualFold(f.kind, "allow") && !strings.EqualFold(f.kind, "deny") {
 		return fmt.Errorf("invalid rule filter type %s, filter type  must be either '', allow or deny", f.kind)
 	}
+	for _, list := range [][]string{f.users, f.groups} {
+		if len(list) == 1 && specialRegExp.MatchString(list[0]) && nesting(list[0]) > maxNesting {
+			return &TooComplexError{Pattern: list[0]}
+		}
+	}
 	if len(f.users) == 1 && !userRegExp.MatchString(f.users[0]) {
 		if _, err := regexp.Compile(f.users[0]); err != nil || !specialRegExp.MatchString(f.users[0]) {
 			return fmt.Errorf("invalid rule filter user list is not a proper list or regexp: %v", f.users)
@@ -295,4 +336,87 @@ func ruleChain(r ruleConfig) []ruleConfig {
 		out = append(out, ruleChain(*r.parent)...)
 	}
 	return append(out, r)
+}
+
+// maxNesting bounds how deeply a filter pattern may nest once compiled.
+// Go's regexp compiler recurses once per level, and a counted repetition
+// x{1,n} becomes n nested levels: deep enough, that recursion overflows a
+// TinyGo module's 64 KiB stack, which would trap on every admission.
+const maxNesting = 24
+
+// TooComplexError is a filter pattern the scheduler accepts but this
+// package does not compile (see maxNesting): a configuration holding one
+// cannot be checked.
+type TooComplexError struct{ Pattern string }
+
+func (e *TooComplexError) Error() string {
+	return fmt.Sprintf("placement filter pattern %q nests too deeply for the queue check (more than %d levels once its repetitions are expanded)", e.Pattern, maxNesting)
+}
+
+// nesting estimates the depth of a pattern's compiled form: its deepest
+// group nesting plus, for every counted repetition {n,m}, m-n levels.
+func nesting(expr string) int {
+	depth, deepest, ranges := 0, 0, 0
+	inClass := false
+	for i := 0; i < len(expr); i++ {
+		c := expr[i]
+		switch {
+		case c == '\\':
+			i++
+		case inClass:
+			if c == ']' {
+				inClass = false
+			}
+		case c == '[':
+			inClass = true
+			if i+1 < len(expr) && expr[i+1] == ']' {
+				i++
+			}
+		case c == '(':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ')':
+			depth--
+		case c == '{':
+			n, m, end, ok := repetition(expr, i)
+			if ok {
+				if m > n {
+					ranges += m - n
+				}
+				i = end
+			}
+		}
+	}
+	return deepest + ranges
+}
+
+// repetition reads {n}, {n,} or {n,m} at expr[i]; m is -1 for {n,}.
+func repetition(expr string, i int) (n, m, end int, ok bool) {
+	j := i + 1
+	num := func() (int, bool) {
+		start, v := j, 0
+		for j < len(expr) && expr[j] >= '0' && expr[j] <= '9' {
+			if v < 100000 {
+				v = v*10 + int(expr[j]-'0')
+			}
+			j++
+		}
+		return v, j > start
+	}
+	n, ok = num()
+	if !ok || j >= len(expr) {
+		return 0, 0, 0, false
+	}
+	m = n
+	if expr[j] == ',' {
+		j++
+		m = -1
+		if v, has := num(); has {
+			m = v
+		}
+	}
+	if j >= len(expr) || expr[j] != '}' {
+		return 0, 0, 0, false
+	}
+	return n, m, j, true
 }

@@ -28,8 +28,8 @@ type ACL struct {
 }
 
 var (
-	aclUserRegExp  = regexp.MustCompile(`^[_a-zA-Z][a-zA-Z0-9_.@-]*[$]?$`)
-	aclGroupRegExp = regexp.MustCompile(`^[_a-zA-Z][a-zA-Z0-9_-]*$`)
+	aclUserRegExp  = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9_.@-]*[$]?$`}
+	aclGroupRegExp = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9_-]*$`}
 )
 
 // newACL parses an ACL as core's security.NewACL: "*", or users and
@@ -530,4 +530,17 @@ func (f filter) matchGroup(g string) bool {
 		return f.groupExp.MatchString(g)
 	}
 	return f.groups[g]
+}
+
+// NeedsTag reports whether a placement rule (or a parent rule) reads the
+// application tag name, so that a caller fetches what it needs only then.
+func (p *Partition) NeedsTag(name string) bool {
+	for _, r := range p.rules {
+		for cur := &r; cur != nil; cur = cur.parent {
+			if cur.kind == "tag" && cur.value == name {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1,6 +1,8 @@
 package queues
 
 import (
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -147,4 +149,26 @@ func TestIdentity(t *testing.T) {
 	u, _, err = p.Identity("o'brien", nil)
 	assert.NoError(t, err, "without groups the name is not checked")
 	assert.Equal(t, "o'brien", u.Name)
+}
+
+// TestQueueName: the hand-written matcher is core's pattern.
+func TestQueueName(t *testing.T) {
+	re := regexp.MustCompile(`^[a-zA-Z0-9_:#/@-]{1,64}$`)
+	for _, s := range []string{"", "a", "root", "a.b", "a b", "x@y", "team-1_#/:", strings.Repeat("a", 64), strings.Repeat("a", 65), "é", "a\n", "ROOT"} {
+		assert.Equal(t, re.MatchString(s), queueNameRegExp.MatchString(s), "%q", s)
+	}
+}
+
+// TestNesting: the depth estimate that keeps deep patterns away from the
+// guest's stack.
+func TestNesting(t *testing.T) {
+	for expr, want := range map[string]int{
+		"^a.*$": 0, "^(a|b)$": 1, "^((a))$": 2, "^a{1,64}$": 63, "^a{3}$": 0, "^a{2,}$": 0,
+		"^(a{1,10}){2,5}$": 1 + 9 + 3, `^\{1,64\}$`: 0, "^[{1,64}]$": 0, "^a{1,x}$": 0, "^[]{1,9}]$": 0,
+	} {
+		assert.Equal(t, want, nesting(expr), "%q", expr)
+	}
+	_, err := Parse([]byte("partitions: [{queues: [{name: root}], placementrules: [{name: user, filter: {users: ['^a{1,64}$']}}]}]"))
+	var tooComplex *TooComplexError
+	assert.ErrorAs(t, err, &tooComplex)
 }

@@ -1,0 +1,368 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/queues"
+)
+
+// Queue check modes (docs/BEHAVIOUR.md §3.2).
+const (
+	queueCheckOff     = "off"
+	queueCheckWarn    = "warn"
+	queueCheckEnforce = "enforce"
+)
+
+// queueCheckSettings say where YuniKorn's configuration is and what to do
+// with a pod its placement rules or queue ACLs would reject.
+type queueCheckSettings struct {
+	mode          string
+	namespace     string // of the yunikorn-configs and yunikorn-defaults ConfigMaps
+	partition     string
+	schedulerName string // only pods with this spec.schedulerName are checked
+	policyGroup   string // the key read is <policyGroup>.yaml
+}
+
+var defaultQueueCheck = queueCheckSettings{mode: queueCheckOff, namespace: "yunikorn", partition: "default",
+	schedulerName: "yunikorn", policyGroup: "queues"}
+
+// parseQueueCheck reads queueCheck: a mode string, or an object with mode
+// (required) and the optional locations.
+func parseQueueCheck(errs *settingsError, v gjson.Result) *queueCheckSettings {
+	const key = "settings." + keyQueueCheck
+	q := defaultQueueCheck
+	mode := func(path string, m gjson.Result) {
+		switch {
+		case m.Type != gjson.String:
+			errs.problems = append(errs.problems, path+": must be one of enforce, warn, off, got "+describe(m))
+		case str(m) == queueCheckOff || str(m) == queueCheckWarn || str(m) == queueCheckEnforce:
+			q.mode = str(m)
+		default:
+			errs.problems = append(errs.problems, path+": must be one of enforce, warn, off, got "+quote(str(m)))
+		}
+	}
+	if v.Type == gjson.String {
+		mode(key, v)
+		return &q
+	}
+	if !isObject(v) {
+		errs.problems = append(errs.problems, key+": must be a mode (enforce, warn, off) or an object with mode, got "+describe(v))
+		return nil
+	}
+	seen := map[string]bool{}
+	v.ForEach(func(k, f gjson.Result) bool {
+		name := str(k)
+		path := key + "." + name
+		if seen[name] {
+			errs.problems = append(errs.problems, path+": duplicate key")
+			return true
+		}
+		seen[name] = true
+		var dst *string
+		switch name {
+		case "mode":
+			mode(path, f)
+			return true
+		case "namespace":
+			dst = &q.namespace
+		case "partition":
+			dst = &q.partition
+		case "schedulerName":
+			dst = &q.schedulerName
+		case "policyGroup":
+			dst = &q.policyGroup
+		default:
+			errs.problems = append(errs.problems, key+": unknown key "+quote(name)+" (known keys: mode, namespace, partition, schedulerName, policyGroup)")
+			return true
+		}
+		switch {
+		case f.Type != gjson.String:
+			errs.problems = append(errs.problems, path+": must be a string, got "+describe(f))
+		case strings.TrimSpace(str(f)) == "":
+			errs.problems = append(errs.problems, path+": must not be empty")
+		default:
+			*dst = str(f)
+		}
+		return true
+	})
+	if !seen["mode"] {
+		errs.problems = append(errs.problems, key+".mode: missing (enforce, warn or off)")
+	}
+	return &q
+}
+
+// The last configuration parsed, kept while the instance lives (under
+// policy-server every evaluation has a fresh instance, so this only saves
+// work in hosts that keep instances, as serve does).
+// (The lock matters only natively, where tests evaluate in parallel.)
+var (
+	lastQueuesMu   sync.Mutex
+	lastQueuesText string
+	lastQueues     *queues.Config
+	lastQueuesErr  error
+)
+
+func parseQueues(text string) (*queues.Config, error) {
+	lastQueuesMu.Lock()
+	defer lastQueuesMu.Unlock()
+	if lastQueues != nil || lastQueuesErr != nil {
+		if text == lastQueuesText {
+			return lastQueues, lastQueuesErr
+		}
+	}
+	lastQueuesText = strings.Clone(text)
+	lastQueues, lastQueuesErr = queues.Parse([]byte(text))
+	return lastQueues, lastQueuesErr
+}
+
+// defaultQueuesYAML is what YuniKorn runs when no configuration is given
+// (yunikorn-core's DefaultSchedulerConfig).
+const defaultQueuesYAML = `
+partitions:
+  - name: default
+    placementrules:
+      - name: tag
+        value: namespace
+        create: true
+    queues:
+      - name: root
+        submitacl: '*'
+`
+
+// Labels and annotations the YuniKorn shim reads from a pod.
+const (
+	labelQueueCanonical = "yunikorn.apache.org/queue"
+	annotationQueue     = "yunikorn.apache.org/queue"
+	labelQueue          = "queue"
+	annotationParent    = "yunikorn.apache.org/parentqueue"
+	defaultUser         = "nobody"
+)
+
+// checkQueue applies the queue check to a CREATE the identity rules
+// accepted (docs/BEHAVIOUR.md §3.2): it returns d unchanged, with a
+// warning, or as a refusal.
+func checkQueue(d decision, r request, s *Settings, kind kindRef, cur *podMeta) decision {
+	qc := s.QueueCheck
+	if qc == nil || qc.mode == queueCheckOff || !d.accepted || s.ValidateOnly {
+		return d
+	}
+	target := cur.podObject()
+	if sched := target.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != qc.schedulerName {
+		return d
+	}
+	skip := func(why string) decision {
+		d.warnings = append(d.warnings, "queue check skipped: "+why)
+		d.rule += "; queue check skipped"
+		return d
+	}
+	text, err := loadQueuesYAML(qc)
+	if err != nil {
+		return skip(err.Error())
+	}
+	cfg, err := parseQueues(text)
+	if err != nil {
+		var deep *queues.TooComplexError
+		if errors.As(err, &deep) {
+			return skip("the YuniKorn queue configuration (" + qc.policyGroup + ".yaml) cannot be checked: " + err.Error())
+		}
+		return skip("the YuniKorn queue configuration (" + qc.policyGroup + ".yaml) is not one YuniKorn would load: " + err.Error())
+	}
+	part := cfg.Partition(qc.partition)
+	if part == nil {
+		return skip("the YuniKorn queue configuration has no partition " + quote(qc.partition))
+	}
+	ns := str(r.namespace)
+	if ns == "" {
+		ns = "default"
+	}
+	app := queues.App{Tags: map[string]string{"namespace": ns}}
+	if part.NeedsTag("namespace.parentqueue") {
+		parent, err := namespaceAnnotation(ns, annotationParent)
+		if err != nil {
+			return skip("namespace " + ns + " could not be read: " + err.Error())
+		}
+		if parent != "" {
+			app.Tags["namespace.parentqueue"] = parent
+		}
+	}
+	app.Queue = podQueue(cur)
+	userName, groups := recordedIdentity(d, cur, s)
+	u, known, err := part.Identity(userName, groups)
+	what := "YuniKorn will reject this " + kind.kind + " of user " + userName + " with groups [" + strings.Join(groups, ",") + "]"
+	if err != nil {
+		return queueRefusal(d, qc, what+": "+err.Error())
+	}
+	if !known {
+		return skip("user " + userName + " has no groups and partition " + part.Name + " resolves groups from the scheduler host's user database")
+	}
+	app.User = u
+	pl := part.Place(app)
+	if pl.Err == nil {
+		d.rule += "; queue " + pl.Queue
+		return d
+	}
+	var b strings.Builder
+	b.WriteString(what)
+	if pl.Err == queues.ErrRejected {
+		b.WriteString(": no placement rule gives a queue it may submit to")
+	} else {
+		b.WriteString(": " + pl.Err.Error())
+	}
+	if app.Queue != "" {
+		b.WriteString(" (queue " + quote(app.Queue) + " requested)")
+	}
+	for i, st := range pl.Steps {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString("rule " + st.Rule)
+		if st.Queue != "" {
+			b.WriteString(" gave " + st.Queue)
+		}
+		if st.Reason != "" {
+			b.WriteString(": " + st.Reason)
+		}
+	}
+	return queueRefusal(d, qc, b.String())
+}
+
+func queueRefusal(d decision, qc *queueCheckSettings, msg string) decision {
+	msg = "queue check: " + msg
+	if qc.mode == queueCheckWarn {
+		d.warnings = append(d.warnings, msg)
+		d.rule += "; queue check warned"
+		return d
+	}
+	r := reject(d.rule+"; queue check refused", codeForbidden, msg)
+	r.user = d.user
+	return r
+}
+
+// podObject is the Pod, or the pod template, whose metadata this is.
+func (pm *podMeta) podObject() gjson.Result {
+	if i := len(pm.path) - 1; i < len(pm.found) {
+		return pm.found[i]
+	}
+	return gjson.Result{}
+}
+
+// podQueue is the queue the shim reads from a pod: the canonical label,
+// then the annotation, then the legacy label.
+func podQueue(cur *podMeta) string {
+	for _, src := range [...]struct{ m, k string }{{"labels", labelQueueCanonical}, {"annotations", annotationQueue}, {"labels", labelQueue}} {
+		if v, ok, err := cur.stringMapEntry(src.m, src.k); err == nil && ok && str(v) != "" {
+			return str(v)
+		}
+	}
+	return ""
+}
+
+// recordedIdentity is the user and groups YuniKorn will read from the
+// object as admitted: the user.info annotation (written by this decision,
+// or kept), else the legacy label, else the shim's default user.
+func recordedIdentity(d decision, cur *podMeta, s *Settings) (string, []string) {
+	value, ok := "", false
+	if d.mutation != nil {
+		value, ok = gjson.Parse(string(d.mutation.token)).String(), true
+	} else if v, _, present, err := cur.annotation(); err == nil && present {
+		value, ok = v, true
+	}
+	if ok && value != "" {
+		if !gjson.Valid(value) {
+			return defaultUser, nil
+		}
+		v := gjson.Parse(value)
+		user := str(v.Get("user"))
+		var groups []string
+		v.Get("groups").ForEach(func(_, g gjson.Result) bool {
+			groups = append(groups, str(g))
+			return true
+		})
+		if user == "" {
+			user = defaultUser
+		}
+		return user, groups
+	}
+	if label, ok, err := cur.stringMapEntry("labels", s.UserLabelKey); err == nil && ok && str(label) != "" {
+		return str(label), nil
+	}
+	return defaultUser, nil
+}
+
+// loadQueuesYAML reads <policyGroup>.yaml as the shim assembles it:
+// yunikorn-defaults, overridden key by key by yunikorn-configs; absent or
+// empty means YuniKorn's built-in default.
+func loadQueuesYAML(qc *queueCheckSettings) (string, error) {
+	key := qc.policyGroup + ".yaml"
+	text := ""
+	for _, name := range [...]string{"yunikorn-defaults", "yunikorn-configs"} {
+		obj, found, err := getObject("v1", "ConfigMap", qc.namespace, name)
+		if err != nil {
+			return "", err
+		}
+		if !found {
+			continue
+		}
+		if gjson.Get(obj, "binaryData").Get(gjson.Escape(key)+".gz").Exists() || gjson.Get(obj, "binaryData").Get(gjson.Escape(key)).Exists() {
+			return "", errString("ConfigMap " + qc.namespace + "/" + name + " holds " + key + " in binaryData, which the queue check does not read")
+		}
+		if v := gjson.Get(obj, "data").Get(gjson.Escape(key)); v.Exists() {
+			text = v.String()
+		}
+	}
+	if strings.TrimSpace(text) == "" {
+		return defaultQueuesYAML, nil
+	}
+	return text, nil
+}
+
+// namespaceAnnotation reads one annotation of a namespace.
+func namespaceAnnotation(ns, key string) (string, error) {
+	obj, found, err := getObject("v1", "Namespace", "", ns)
+	if err != nil || !found {
+		return "", err
+	}
+	return gjson.Get(obj, "metadata.annotations").Get(gjson.Escape(key)).String(), nil
+}
+
+// getObject asks the host's kubernetes/get_resource for one object; found
+// is false when it does not exist.
+func getObject(apiVersion, kind, namespace, name string) (string, bool, error) {
+	b := make([]byte, 0, 160)
+	b = append(b, `{"api_version":`...)
+	b = appendJSONString(b, apiVersion)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, kind)
+	b = append(b, `,"name":`...)
+	b = appendJSONString(b, name)
+	if namespace != "" {
+		b = append(b, `,"namespace":`...)
+		b = appendJSONString(b, namespace)
+	}
+	b = append(b, `,"disable_cache":false}`...)
+	out, err := callHost("kubewarden", "kubernetes", "get_resource", b)
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "Cannot find ") {
+			return "", false, nil
+		}
+		what := kind + " " + name
+		if namespace != "" {
+			what = kind + " " + namespace + "/" + name
+		}
+		return "", false, errString(what + " could not be read: " + err.Error())
+	}
+	if !gjson.ValidBytes(out) || !gjson.ParseBytes(out).IsObject() {
+		return "", false, errString("the host's answer for " + kind + " " + name + " is not a JSON object")
+	}
+	return string(out), true, nil
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
