@@ -52,6 +52,7 @@ var users = []cluster.User{
 	{Name: obrien, Groups: []string{"dev"}},
 	{Name: schedulerUser},
 	{Name: reviewerUser},
+	{Name: queueReaderUser},
 }
 
 // externalUsers replaces the shipped (empty) externalUsers setting.
@@ -66,6 +67,7 @@ const (
 	webhookMain     = "main"
 	webhookFailover = "failover"
 	webhookRBAC     = "rbac"
+	webhookQueue    = "queue"
 	// workloadRole is the ClusterRole the test users are bound to in every
 	// test namespace.
 	workloadRole = "e2e-workloads"
