@@ -21,6 +21,9 @@ type rbacRendering struct {
 	deploy   *appsv1.Deployment
 	server   *policiesv1.PolicyServer
 	settings string // the standalone settings ConfigMap's settings.yaml
+	nsRoles  []*rbacv1.Role
+	nsBinds  []*rbacv1.RoleBinding
+	policies []*policiesv1.ClusterAdmissionPolicy
 }
 
 func renderRBAC(t *testing.T, values, namespace string) rbacRendering {
@@ -42,6 +45,12 @@ func renderRBAC(t *testing.T, values, namespace string) rbacRendering {
 			r.server = o
 		case *corev1.ConfigMap:
 			r.settings = o.Data["settings.yaml"]
+		case *rbacv1.Role:
+			r.nsRoles = append(r.nsRoles, o)
+		case *rbacv1.RoleBinding:
+			r.nsBinds = append(r.nsBinds, o)
+		case *policiesv1.ClusterAdmissionPolicy:
+			r.policies = append(r.policies, o)
 		}
 	}
 	return r
@@ -94,4 +103,42 @@ func TestChart_trustRBAC(t *testing.T) {
 	assert.Empty(t, shared.accounts, "another PolicyServer's account is not ours to make")
 	assert.Empty(t, shared.bindings)
 	assert.Contains(t, shared.roles, "yunikorn-userinfo-userinfo-setter")
+}
+
+// TestChart_queueCheck: queueCheck reads YuniKorn's ConfigMaps in its own
+// namespace and namespaces' annotations, and nothing else; under
+// Kubewarden the policies list those kinds as their context.
+func TestChart_queueCheck(t *testing.T) {
+	t.Parallel()
+	read := []string{"get", "list", "watch"}
+	off := renderRBAC(t, "settings: {queueCheck: 'off'}", webhookNamespace)
+	assert.Empty(t, off.nsRoles)
+	assert.Empty(t, off.roles)
+	assert.Equal(t, false, *off.deploy.Spec.Template.Spec.AutomountServiceAccountToken)
+
+	on := renderRBAC(t, "settings: {queueCheck: {mode: enforce, namespace: yk-system}}", webhookNamespace)
+	assert.Equal(t, true, *on.deploy.Spec.Template.Spec.AutomountServiceAccountToken)
+	require.Len(t, on.nsRoles, 1)
+	assert.Equal(t, "yk-system", on.nsRoles[0].Namespace, "in YuniKorn's namespace only")
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: read}}, on.nsRoles[0].Rules)
+	require.Len(t, on.nsBinds, 1)
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: on.deploy.Spec.Template.Spec.ServiceAccountName, Namespace: webhookNamespace}},
+		on.nsBinds[0].Subjects)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: read}},
+		on.roles["yunikorn-userinfo-namespace-reader"].Rules)
+	assert.NotContains(t, on.roles, "yunikorn-userinfo-access-reviewer", "no SubjectAccessReviews without trustRBAC")
+
+	kw := renderRBAC(t, "mode: kubewarden\nsettings: {queueCheck: warn}", kubewardenNS)
+	require.Len(t, kw.policies, 2)
+	for _, p := range kw.policies {
+		assert.Equal(t, []policiesv1.ContextAwareResource{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"}},
+			p.Spec.ContextAwareResources, p.Name)
+	}
+	require.Len(t, kw.nsBinds, 1)
+	assert.Equal(t, kw.server.Spec.ServiceAccountName, kw.nsBinds[0].Subjects[0].Name)
+	assert.Equal(t, "yunikorn", kw.nsRoles[0].Namespace)
+	plain := renderRBAC(t, "mode: kubewarden", kubewardenNS)
+	for _, p := range plain.policies {
+		assert.Empty(t, p.Spec.ContextAwareResources, "no context without the check")
+	}
 }

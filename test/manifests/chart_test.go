@@ -150,6 +150,9 @@ func deployUnder(t *testing.T, dir string) []manifest {
 // trustRBACDir holds the RBAC objects the chart renders with trustRBAC.
 const trustRBACDir = "deploy/webhook/trust-rbac/"
 
+// queueCheckDir holds the RBAC objects the chart renders with queueCheck.
+const queueCheckDir = "deploy/webhook/queue-check/"
+
 // TestChart_renderingIsDeploy: deploy/ is the chart's rendering with the
 // default values (release and namespace yunikorn-userinfo), object for
 // object, field for field, but for the labels Helm adds; and
@@ -160,16 +163,19 @@ func TestChart_renderingIsDeploy(t *testing.T) {
 		"deploy/webhook/": nil,
 		"deploy/kubewarden/": {"mode": "kubewarden",
 			"kubewarden": map[string]any{"policyServer": map[string]any{"create": false, "name": "default"}}},
-		trustRBACDir: {"settings": map[string]any{"trustRBAC": true}},
+		trustRBACDir:  {"settings": map[string]any{"trustRBAC": true}},
+		queueCheckDir: {"settings": map[string]any{"queueCheck": "warn"}},
 	} {
 		rendered := mustRender(t, values, webhookNamespace, webhookNamespace)
 		deployed := deployUnder(t, dir)
-		if dir == trustRBACDir {
+		if dir == trustRBACDir || dir == queueCheckDir {
 			// Only the RBAC objects: the rest is deploy/webhook with the
-			// two edits its comment names.
+			// edits their comments name.
 			rendered = slices.DeleteFunc(rendered, func(m manifest) bool { return m.gvk.Group != rbacv1.GroupName })
 		} else {
-			deployed = slices.DeleteFunc(deployed, func(m manifest) bool { return strings.HasPrefix(m.path, trustRBACDir) })
+			deployed = slices.DeleteFunc(deployed, func(m manifest) bool {
+				return strings.HasPrefix(m.path, trustRBACDir) || strings.HasPrefix(m.path, queueCheckDir)
+			})
 		}
 		got := byKey(t, rendered)
 		want := byKey(t, deployed)
@@ -210,6 +216,8 @@ var chartMatrix = []struct {
 	{name: "trustRBAC", release: "uinfo", namespace: "platform", values: "settings: {trustRBAC: {verb: submit-as}}"},
 	{name: "kubewarden", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden"},
 	{name: "kubewarden with trustRBAC", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden\nsettings: {trustRBAC: true}"},
+	{name: "queueCheck", release: "uinfo", namespace: "platform", values: "settings: {queueCheck: {mode: enforce, namespace: yk}}"},
+	{name: "kubewarden with queueCheck", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden\nsettings: {queueCheck: warn}"},
 	{name: "kubewarden without twin, monitor", release: "yunikorn-userinfo", namespace: "kubewarden",
 		values: "mode: kubewarden\nvalidatingTwin: false\nkubewarden: {policyMode: monitor}"},
 }
@@ -251,7 +259,7 @@ func TestChart_matrix(t *testing.T) {
 				case *policiesv1.PolicyServer:
 					servers = append(servers, o)
 				}
-				if meta, ok := m.obj.(metav1.Object); ok && meta.GetNamespace() != "" {
+				if meta, ok := m.obj.(metav1.Object); ok && meta.GetNamespace() != "" && m.gvk.Group != rbacv1.GroupName {
 					assert.Equal(t, tc.namespace, meta.GetNamespace(), "%s %s", m.gvk.Kind, meta.GetName())
 				}
 			}

@@ -56,6 +56,8 @@ var kinds = map[schema.GroupVersionKind]kind{
 	certmanagerv1.SchemeGroupVersion.WithKind("Certificate"):                              {new: func() any { return &certmanagerv1.Certificate{} }, namespaced: true},
 	policiesv1.GroupVersion.WithKind("ClusterAdmissionPolicy"):                            {new: func() any { return &policiesv1.ClusterAdmissionPolicy{} }},
 	policiesv1.GroupVersion.WithKind("PolicyServer"):                                      {new: func() any { return &policiesv1.PolicyServer{} }},
+	rbacv1.SchemeGroupVersion.WithKind("Role"):                                            {new: func() any { return &rbacv1.Role{} }, namespaced: true},
+	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"):                                     {new: func() any { return &rbacv1.RoleBinding{} }, namespaced: true},
 	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                                     {new: func() any { return &rbacv1.ClusterRole{} }},
 	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):                              {new: func() any { return &rbacv1.ClusterRoleBinding{} }},
 	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}:               {new: func() any { return &serviceMonitor{} }, namespaced: true},

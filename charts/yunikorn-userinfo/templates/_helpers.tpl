@@ -92,3 +92,19 @@ empty dict when trustRBAC is off. */}}
 {{- toYaml (dict "verb" "set" "group" "yunikorn.apache.org" "resource" "userinfos") -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Where queueCheck reads YuniKorn's configuration (docs/BEHAVIOUR.md
+§3.2): its namespace, or nothing when the check is off. */}}
+{{- define "yunikorn-userinfo.queueCheckNamespace" -}}
+{{- $q := .Values.settings.queueCheck -}}
+{{- if kindIs "string" $q -}}
+{{- if ne $q "off" }}yunikorn{{ end -}}
+{{- else if kindIs "map" $q -}}
+{{- if ne (default "off" $q.mode) "off" }}{{ default "yunikorn" $q.namespace }}{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the policy calls the API server at all. */}}
+{{- define "yunikorn-userinfo.needsAPI" -}}
+{{- if or (include "yunikorn-userinfo.trustRBAC" .) (include "yunikorn-userinfo.queueCheckNamespace" .) }}true{{ end -}}
+{{- end -}}
