@@ -53,20 +53,14 @@ func parseQueueCheck(errs *settingsError, v gjson.Result) *queueCheckSettings {
 		errs.problems = append(errs.problems, key+": must be a mode (enforce, warn, off) or an object with mode, got "+describe(v))
 		return nil
 	}
-	seen := map[string]bool{}
-	v.ForEach(func(k, f gjson.Result) bool {
-		name := str(k)
-		path := key + "." + name
-		if seen[name] {
-			errs.problems = append(errs.problems, path+": duplicate key")
-			return true
-		}
-		seen[name] = true
+	hasMode := false
+	eachMember(errs, key, v, func(name, path string, f gjson.Result) {
 		var dst *string
 		switch name {
 		case "mode":
+			hasMode = true
 			mode(path, f)
-			return true
+			return
 		case "namespace":
 			dst = &q.namespace
 		case "partition":
@@ -77,7 +71,7 @@ func parseQueueCheck(errs *settingsError, v gjson.Result) *queueCheckSettings {
 			dst = &q.policyGroup
 		default:
 			errs.problems = append(errs.problems, key+": unknown key "+quote(name)+" (known keys: mode, namespace, partition, schedulerName, policyGroup)")
-			return true
+			return
 		}
 		switch {
 		case f.Type != gjson.String:
@@ -87,9 +81,8 @@ func parseQueueCheck(errs *settingsError, v gjson.Result) *queueCheckSettings {
 		default:
 			*dst = str(f)
 		}
-		return true
 	})
-	if !seen["mode"] {
+	if !hasMode {
 		errs.problems = append(errs.problems, key+".mode: missing (enforce, warn or off)")
 	}
 	return &q

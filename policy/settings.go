@@ -149,15 +149,7 @@ func parseTrustRBAC(errs *settingsError, v gjson.Result) *rbacReview {
 		return nil
 	}
 	r := defaultRBACReview
-	seen := map[string]bool{}
-	v.ForEach(func(k, f gjson.Result) bool {
-		name := str(k)
-		path := "settings." + keyTrustRBAC + "." + name
-		if seen[name] {
-			errs.problems = append(errs.problems, path+": duplicate key")
-			return true
-		}
-		seen[name] = true
+	eachMember(errs, "settings."+keyTrustRBAC, v, func(name, path string, f gjson.Result) {
 		var dst *string
 		switch name {
 		case "verb":
@@ -168,7 +160,7 @@ func parseTrustRBAC(errs *settingsError, v gjson.Result) *rbacReview {
 			dst = &r.Resource
 		default:
 			errs.problems = append(errs.problems, "settings."+keyTrustRBAC+": unknown key "+quote(name)+" (known keys: verb, group, resource)")
-			return true
+			return
 		}
 		switch {
 		case f.Type != gjson.String:
@@ -180,9 +172,24 @@ func parseTrustRBAC(errs *settingsError, v gjson.Result) *rbacReview {
 		default:
 			*dst = str(f)
 		}
-		return true
 	})
 	return &r
+}
+
+// eachMember calls f with each member of the settings object v at path,
+// reporting a key given twice instead.
+func eachMember(errs *settingsError, path string, v gjson.Result, f func(name, path string, value gjson.Result)) {
+	seen := map[string]bool{}
+	v.ForEach(func(k, value gjson.Result) bool {
+		name := str(k)
+		if seen[name] {
+			errs.problems = append(errs.problems, path+"."+name+": duplicate key")
+			return true
+		}
+		seen[name] = true
+		f(name, path+"."+name, value)
+		return true
+	})
 }
 
 // parseBool accepts only JSON booleans: "true" as a string is a typo that

@@ -3,9 +3,6 @@ package scenarios
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -46,25 +43,7 @@ func TestYuniKornQueueCheck(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	settings, err := os.ReadFile(e2e.settingsFile)
-	require.NoError(t, err)
-	settingsFile := filepath.Join(e2e.cluster.Dir, "settings-queue-check.yaml")
-	overlay := fmt.Sprintf("\nqueueCheck: {mode: warn, namespace: %s}\n", schedulerNamespace)
-	require.NoError(t, os.WriteFile(settingsFile, append(settings, overlay...), 0o600))
-	kubeconfig, err := e2e.cluster.WriteKubeconfig(queueReaderUser)
-	require.NoError(t, err)
-	wh, err := e2e.cluster.StartWebhook(ctx, cluster.WebhookOptions{
-		Name: "serve-queue", Binary: e2e.serveBinary, SettingsFile: settingsFile,
-		ExtraArgs: []string{"--kubeconfig", kubeconfig},
-	})
-	require.NoError(t, err, "start the queue-check webhook")
-	t.Cleanup(func() { assert.NoError(t, wh.Stop(), "stop the queue-check webhook") })
-	mwc, err := e2e.registerWebhook(ctx, "yunikorn-userinfo-e2e-queue", wh, webhookQueue)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), mwc.Name, metav1.DeleteOptions{})
-		assert.NoError(t, err, "delete the queue-check webhook configuration")
-	})
+	startWebhookWith(t, "queue", webhookQueue, fmt.Sprintf("queueCheck: {mode: warn, namespace: %s}", schedulerNamespace), queueReaderUser)
 	ns := newNamespace(t, webhookQueue)
 
 	carol := `{"user":"carol","groups":["analysts"]}`
@@ -108,11 +87,8 @@ func TestYuniKornQueueCheck(t *testing.T) {
 			})
 			require.NoError(t, err, "YuniKorn fails the pod it was warned about (status %+v)", p.Status)
 			assert.Equal(t, "ApplicationRejected", p.Status.Reason)
-			rejected, err := e2e.scheduler.RejectedApplications(ctx)
-			require.NoError(t, err)
-			i := slices.IndexFunc(rejected, func(a cluster.Application) bool { return a.ApplicationID == appID })
-			require.GreaterOrEqual(t, i, 0, "YuniKorn lists the application as rejected")
-			t.Logf("YuniKorn: %s", rejected[i].RejectedMessage)
+			app := requireRejected(t, appID)
+			t.Logf("YuniKorn: %s", app.RejectedMessage)
 		})
 	}
 }

@@ -67,24 +67,7 @@ func TestTrustRBAC(t *testing.T) {
 		_ = admin.RbacV1().ClusterRoleBindings().Delete(context.WithoutCancel(ctx), reviewer.Name, metav1.DeleteOptions{})
 	})
 
-	settings, err := os.ReadFile(e2e.settingsFile)
-	require.NoError(t, err)
-	settingsFile := filepath.Join(e2e.cluster.Dir, "settings-trust-rbac.yaml")
-	require.NoError(t, os.WriteFile(settingsFile, append(settings, "\ntrustRBAC: true\n"...), 0o600))
-	kubeconfig, err := e2e.cluster.WriteKubeconfig(reviewerUser)
-	require.NoError(t, err)
-	wh, err := e2e.cluster.StartWebhook(ctx, cluster.WebhookOptions{
-		Name: "serve-rbac", Binary: e2e.serveBinary, SettingsFile: settingsFile,
-		ExtraArgs: []string{"--kubeconfig", kubeconfig},
-	})
-	require.NoError(t, err, "start the trustRBAC webhook")
-	t.Cleanup(func() { assert.NoError(t, wh.Stop(), "stop the trustRBAC webhook") })
-	mwc, err := e2e.registerWebhook(ctx, "yunikorn-userinfo-e2e-rbac", wh, webhookRBAC)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		err := admin.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), mwc.Name, metav1.DeleteOptions{})
-		assert.NoError(t, err, "delete the trustRBAC webhook configuration")
-	})
+	startWebhookWith(t, "rbac", webhookRBAC, "trustRBAC: true", reviewerUser)
 
 	granted, other := newNamespace(t, webhookRBAC), newNamespace(t, webhookRBAC)
 	// The front-end: a notebook server's service account, which may create
@@ -251,4 +234,32 @@ func requireRefusedPrefix(t *testing.T, err error, webhook, message string) {
 	got := status.Status().Message
 	assert.Truef(t, got == want || strings.HasPrefix(got, want+" ("), "message\n got: %s\nwant: %s[ (reason)]", got, want)
 	assert.EqualValues(t, 403, status.Status().Code)
+}
+
+// startWebhookWith starts a webhook of the test's own, named serve-NAME, with
+// the suite's settings plus the YAML lines extra and the API credentials of
+// user, and registers the shipped webhook configuration for the namespaces
+// labelled label; both go when the test ends.
+func startWebhookWith(t *testing.T, name, label, extra, user string) *cluster.Webhook {
+	t.Helper()
+	ctx := t.Context()
+	settings, err := os.ReadFile(e2e.settingsFile)
+	require.NoError(t, err)
+	settingsFile := filepath.Join(e2e.cluster.Dir, "settings-"+name+".yaml")
+	require.NoError(t, os.WriteFile(settingsFile, append(settings, "\n"+extra+"\n"...), 0o600))
+	kubeconfig, err := e2e.cluster.WriteKubeconfig(user)
+	require.NoError(t, err)
+	wh, err := e2e.cluster.StartWebhook(ctx, cluster.WebhookOptions{
+		Name: "serve-" + name, Binary: e2e.serveBinary, SettingsFile: settingsFile,
+		ExtraArgs: []string{"--kubeconfig", kubeconfig},
+	})
+	require.NoError(t, err, "start the %s webhook", name)
+	t.Cleanup(func() { assert.NoError(t, wh.Stop(), "stop the %s webhook", name) })
+	mwc, err := e2e.registerWebhook(ctx, "yunikorn-userinfo-e2e-"+name, wh, label)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		err := client(admin).AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), mwc.Name, metav1.DeleteOptions{})
+		assert.NoError(t, err, "delete the %s webhook configuration", name)
+	})
+	return wh
 }

@@ -243,13 +243,10 @@ func TestYuniKornSubmitACL(t *testing.T) {
 	assert.Empty(t, pod.Spec.NodeName, "never bound")
 	assert.Equal(t, e2e.identity[dave].annotation(), pod.Annotations[annotationKey])
 
-	rejected, err := e2e.scheduler.RejectedApplications(ctx)
-	require.NoError(t, err)
-	i := slices.IndexFunc(rejected, func(a cluster.Application) bool { return a.ApplicationID == appID })
-	require.GreaterOrEqual(t, i, 0, "YuniKorn lists the application as rejected")
-	t.Logf("YuniKorn: application %s of %q %q rejected: %s", appID, rejected[i].User, rejected[i].Groups, rejected[i].RejectedMessage)
-	assert.Equal(t, "dave", rejected[i].User)
-	assert.Equal(t, e2e.identity[dave].Groups, rejected[i].Groups)
+	app := requireRejected(t, appID)
+	t.Logf("YuniKorn: application %s of %q %q rejected: %s", appID, app.User, app.Groups, app.RejectedMessage)
+	assert.Equal(t, "dave", app.User)
+	assert.Equal(t, e2e.identity[dave].Groups, app.Groups)
 
 	events, err := client(admin).CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=dave-pod"})
 	require.NoError(t, err)
@@ -316,12 +313,9 @@ func TestYuniKornUnusableUserName(t *testing.T) {
 		pod.Status.Message, pod.Spec.NodeName)
 	assert.Equal(t, corev1.PodFailed, pod.Status.Phase)
 	assert.Equal(t, "ApplicationRejected", pod.Status.Reason)
-	rejected, err := e2e.scheduler.RejectedApplications(ctx)
-	require.NoError(t, err)
-	i := slices.IndexFunc(rejected, func(a cluster.Application) bool { return a.ApplicationID == appID })
-	require.GreaterOrEqual(t, i, 0, "YuniKorn lists the application as rejected")
-	t.Logf("YuniKorn: %s", rejected[i].RejectedMessage)
-	assert.Contains(t, rejected[i].RejectedMessage, "invalid username")
+	app := requireRejected(t, appID)
+	t.Logf("YuniKorn: %s", app.RejectedMessage)
+	assert.Contains(t, app.RejectedMessage, "invalid username")
 }
 
 // controller is the identity a controller acts as in this run: its service
@@ -347,4 +341,15 @@ func TestYuniKornProvidedQueue(t *testing.T) {
 	assert.Equal(t, "root.shared", app.QueueName)
 	assert.Equal(t, e2e.identity[alice].User, app.User)
 	assert.Equal(t, e2e.identity[alice].Groups, app.Groups)
+}
+
+// requireRejected returns YuniKorn's record of the application it
+// rejected.
+func requireRejected(t *testing.T, appID string) cluster.Application {
+	t.Helper()
+	rejected, err := e2e.scheduler.RejectedApplications(t.Context())
+	require.NoError(t, err)
+	i := slices.IndexFunc(rejected, func(a cluster.Application) bool { return a.ApplicationID == appID })
+	require.GreaterOrEqual(t, i, 0, "YuniKorn lists the application as rejected")
+	return rejected[i]
 }

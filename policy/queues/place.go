@@ -465,42 +465,27 @@ type filter struct {
 }
 
 func newFilter(c filterConfig) filter {
-	f := filter{users: map[string]bool{}, groups: map[string]bool{}, empty: true, allow: c.kind != "deny"}
-	if len(c.users) == 1 {
-		u := c.users[0]
-		if specialRegExp.MatchString(u) {
-			f.userExp, _ = regexp.Compile(u)
-		} else if userRegExp.MatchString(u) {
-			f.users[u] = true
-		}
-		f.empty = false
-	}
-	if len(c.users) >= 2 {
-		for _, u := range c.users {
-			if userRegExp.MatchString(u) {
-				f.users[u] = true
-			}
-		}
-		f.empty = false
-	}
-	if len(c.groups) == 1 {
-		g := c.groups[0]
-		if specialRegExp.MatchString(g) {
-			f.groupExp, _ = regexp.Compile(g)
-		} else if groupRegExp.MatchString(g) {
-			f.groups[g] = true
-		}
-		f.empty = false
-	}
-	if len(c.groups) >= 2 {
-		for _, g := range c.groups {
-			if groupRegExp.MatchString(g) {
-				f.groups[g] = true
-			}
-		}
-		f.empty = false
-	}
+	f := filter{empty: len(c.users) == 0 && len(c.groups) == 0, allow: c.kind != "deny"}
+	f.users, f.userExp = filterList(c.users, userRegExp)
+	f.groups, f.groupExp = filterList(c.groups, groupRegExp)
 	return f
+}
+
+// filterList reads a filter's users or groups as core does: one entry
+// with a regular-expression character is a pattern (one that does not
+// compile matches nothing); otherwise the entries that are valid names.
+func filterList(list []string, valid *lazyRegexp) (map[string]bool, *regexp.Regexp) {
+	names := map[string]bool{}
+	if len(list) == 1 && specialRegExp.MatchString(list[0]) {
+		re, _ := regexp.Compile(list[0])
+		return names, re
+	}
+	for _, n := range list {
+		if valid.MatchString(n) {
+			names[n] = true
+		}
+	}
+	return names, nil
 }
 
 func (f filter) allows(u User) bool {

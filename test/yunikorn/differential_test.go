@@ -188,7 +188,7 @@ func TestDifferential_placement(t *testing.T) {
 	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	var (
 		configsValid, configsInvalid, apps, placed, rejected, divergences, unknown int
-		disagreements                                                     []string
+		disagreements                                                              []string
 	)
 	outcomes, refusals := map[string]int{}, map[string]int{}
 	for i := range configsN {

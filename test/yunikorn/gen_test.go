@@ -22,7 +22,7 @@ var (
 	acls       = []string{"", "", "*", "*", "*", " ", "alice", "alice,bob", "alice dev", " dev", " dev", "alice,bob dev,ops", "* dev", "alice *",
 		"system:serviceaccount:spark:livy", "john.doe", "alice,* dev", "dev ", "Alice", "carol analysts", " analysts,system:authenticated",
 		"bob ops", " *", "*,alice", "nobody", "alice,carol,john.doe dev,analysts", " system:authenticated"}
-	badACLs = []string{"  dev", "alice  dev", "a b c", " a b"}
+	badACLs    = []string{"  dev", "alice  dev", "a b c", " a b"}
 	ruleNames  = []string{"provided", "provided", "user", "user", "tag", "tag", "tag", "fixed", "fixed", "Fixed", "Provided", "User"}
 	oddRules   = []string{"group", "bad name", "recovery", "Tag"}
 	tagValues  = []string{"namespace", "namespace", "namespace.parentqueue", "Namespace", "missing", ""}
@@ -34,8 +34,8 @@ var (
 
 	users    = []string{"alice", "alice", "bob", "bob", "carol", "john.doe", "system:serviceaccount:spark:livy", "Dave", "nobody", "dave"}
 	badUsers = []string{"o'brien", "", "x y", "1abc"}
-	groups = []string{"dev", "ops", "analysts", "system:authenticated", "Dev", "system:serviceaccounts"}
-	qnames = []string{"", "", "dev", "root.dev", "root.Sandbox", "root.users.alice", "team.a", "a b", "root.new", "ROOT.dev", "sandbox",
+	groups   = []string{"dev", "ops", "analysts", "system:authenticated", "Dev", "system:serviceaccounts"}
+	qnames   = []string{"", "", "dev", "root.dev", "root.Sandbox", "root.users.alice", "team.a", "a b", "root.new", "ROOT.dev", "sandbox",
 		"root.analytics.etl", "root.default", "users", "root..x", "root.prod"}
 	nsVals = []string{"default", "dev", "spark", "Prod", "a.b", "sandbox", "analytics", "users"}
 	pqVals = []string{"", "", "root.users", "users", "root.dev", "root.sandbox", "root.analytics"}
