@@ -43,3 +43,19 @@ func logDecision(d decision) {
 	b = append(b, '}', '\n')
 	logSink(b)
 }
+
+// logWarning emits a warn-level line that is not a decision: something
+// the operator should fix, which did not change the decision (hosts count
+// such lines: serve's yunikorn_userinfo_policy_log_lines_total).
+func logWarning(message, reason string) {
+	if logSink == nil {
+		return
+	}
+	b := make([]byte, 0, 64+len(message)+len(reason))
+	b = append(b, `{"level":"warn","message":`...)
+	b = appendJSONString(b, message)
+	b = append(b, `,"reason":`...)
+	b = appendJSONString(b, reason)
+	b = append(b, '}', '\n')
+	logSink(b)
+}

@@ -148,6 +148,7 @@ func checkQueue(d decision, r request, s *Settings, kind kindRef, cur *podMeta) 
 		return d
 	}
 	skip := func(why string) decision {
+		logWarning("queue check skipped", why)
 		d.warnings = append(d.warnings, "queue check skipped: "+why)
 		d.rule += "; queue check skipped"
 		return d

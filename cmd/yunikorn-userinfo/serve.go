@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -198,6 +199,8 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	if err != nil {
 		return err
 	}
+	policyLines := newPolicyLogLines()
+	logger = slog.New(policyLogCounter{next: logger.Handler(), lines: policyLines})
 	if err := f.check(); err != nil {
 		return err
 	}
@@ -266,7 +269,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			ShutdownDelay:   f.shutdownDelay,
 			ShutdownTimeout: f.shutdownTimeout,
 		},
-		Collectors: capMetrics.Collectors(),
+		Collectors: append(capMetrics.Collectors(), policyLines),
 		Pprof:      f.pprof,
 		Version:    buildVersion(),
 		Logger:     logger,

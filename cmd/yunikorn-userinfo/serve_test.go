@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -722,4 +723,25 @@ func freePort(t *testing.T) string {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
 	return addr
+}
+
+// TestServe_skippedQueueCheckIsLoggedAndCounted: a queue check the policy
+// must skip (here, a configuration YuniKorn would not load) admits the pod
+// with a warning, and serve logs the policy's warning line and counts it.
+func TestServe_skippedQueueCheckIsLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+	cases, err := fixtures.Load()
+	require.NoError(t, err)
+	i := slices.IndexFunc(cases, func(c fixtures.Case) bool { return c.Name == "pod/queue/enforce/broken-configuration" })
+	require.GreaterOrEqual(t, i, 0)
+	c := cases[i]
+	tlsf := newTLSFiles(t)
+	s := startServe(t, nil, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+		"--settings-json", string(c.Settings), "--context-dir", fixtures.ClusterDir())
+	status, body := postReview(t, tlsf.client(t, nil), s.url, wrapReview(c.Request))
+	require.Equal(t, http.StatusOK, status, "body: %s", body)
+	assert.Contains(t, string(body), `"allowed":true`)
+	assert.Contains(t, string(body), "queue check skipped: ")
+	assert.Contains(t, scrape(t, s.metrics), `yunikorn_userinfo_policy_log_lines_total{level="warn"} 1`)
+	assert.Contains(t, s.stderr.String(), `"msg":"queue check skipped"`)
 }
