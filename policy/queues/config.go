@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 )
 
 // Names and patterns of yunikorn-core's configs package.
@@ -20,48 +19,67 @@ const (
 	wildcard     = "*"
 )
 
-// core's patterns, compiled on first use: a module instance that never
-// checks a queue (under policy-server, one per evaluation) never pays for
-// them.
+// core's name patterns, matched by hand: each is a first character from
+// one set, then characters from another, and for users an optional
+// trailing "$". Compiling them as regular expressions would cost a fresh
+// module instance (one per evaluation under policy-server) more than the
+// whole check; TestPatterns holds each to its regular expression.
 var (
 	queueNameRegExp = queueNameMatcher{}
-	userRegExp      = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$`}
-	groupRegExp     = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9:_.-]*$`}
-	specialRegExp   = &lazyRegexp{expr: `[\^$*+?()\[{}|]`}
-	ruleNameRegExp  = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9_]*$`}
+	// ^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$
+	userRegExp = newNamePattern("_", ":#/_.@-", true)
+	// ^[_a-zA-Z][a-zA-Z0-9:_.-]*$
+	groupRegExp = newNamePattern("_", ":_.-", false)
+	// ^[_a-zA-Z][a-zA-Z0-9_]*$
+	ruleNameRegExp = newNamePattern("_", "_", false)
+	// [\^$*+?()\[{}|]: any of these makes a filter entry a pattern
+	specialRegExp = anyOf(`^$*+?()[{}|`)
 )
 
-// queueNameMatcher is core's QueueNameRegExp, ^[a-zA-Z0-9_:#/@-]{1,64}$,
-// by hand: compiled, the {1,64} becomes 64 nested alternatives, and the
-// recursion that compiles them overflows a TinyGo module's 64 KiB stack.
-type queueNameMatcher struct{}
+// namePattern matches ^[first][rest]*[$]?$ where first and rest are ASCII
+// letters plus the given characters (rest also digits).
+type namePattern struct {
+	first, rest [256]bool
+	dollar      bool
+}
 
-func (queueNameMatcher) MatchString(s string) bool {
-	if len(s) < 1 || len(s) > 64 {
+func newNamePattern(firstExtra, restExtra string, dollar bool) *namePattern {
+	p := &namePattern{dollar: dollar}
+	for c := 'a'; c <= 'z'; c++ {
+		p.first[c], p.rest[c] = true, true
+		p.first[c-'a'+'A'], p.rest[c-'a'+'A'] = true, true
+	}
+	for c := '0'; c <= '9'; c++ {
+		p.rest[c] = true
+	}
+	for i := 0; i < len(firstExtra); i++ {
+		p.first[firstExtra[i]] = true
+	}
+	for i := 0; i < len(restExtra); i++ {
+		p.rest[restExtra[i]] = true
+	}
+	return p
+}
+
+func (p *namePattern) MatchString(s string) bool {
+	if p.dollar && len(s) > 1 && s[len(s)-1] == '$' {
+		s = s[:len(s)-1]
+	}
+	if len(s) == 0 || !p.first[s[0]] {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '_', c == ':', c == '#', c == '/', c == '@', c == '-':
-		default:
+	for i := 1; i < len(s); i++ {
+		if !p.rest[s[i]] {
 			return false
 		}
 	}
 	return true
 }
 
-type lazyRegexp struct {
-	expr string
-	once sync.Once
-	re   *regexp.Regexp
-}
+type anyOf string
 
-func (l *lazyRegexp) MatchString(s string) bool {
-	l.once.Do(func() { l.re = regexp.MustCompile(l.expr) })
-	return l.re.MatchString(s)
-}
+func (a anyOf) MatchString(s string) bool { return strings.ContainsAny(s, string(a)) }
+
 
 // Config is a parsed and validated queues.yaml.
 type Config struct {
@@ -419,4 +437,25 @@ func repetition(expr string, i int) (n, m, end int, ok bool) {
 		return 0, 0, 0, false
 	}
 	return n, m, j, true
+}
+
+// queueNameMatcher is core's QueueNameRegExp, ^[a-zA-Z0-9_:#/@-]{1,64}$,
+// by hand: compiled, the {1,64} becomes 64 nested alternatives, and the
+// recursion that compiles them overflows a TinyGo module's 64 KiB stack.
+type queueNameMatcher struct{}
+
+func (queueNameMatcher) MatchString(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '_', c == ':', c == '#', c == '/', c == '@', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -28,8 +28,8 @@ type ACL struct {
 }
 
 var (
-	aclUserRegExp  = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9_.@-]*[$]?$`}
-	aclGroupRegExp = &lazyRegexp{expr: `^[_a-zA-Z][a-zA-Z0-9_-]*$`}
+	aclUserRegExp  = newNamePattern("_", "_.@-", true) // ^[_a-zA-Z][a-zA-Z0-9_.@-]*[$]?$
+	aclGroupRegExp = newNamePattern("_", "_-", false)  // ^[_a-zA-Z][a-zA-Z0-9_-]*$
 )
 
 // newACL parses an ACL as core's security.NewACL: "*", or users and
@@ -474,7 +474,7 @@ func newFilter(c filterConfig) filter {
 // filterList reads a filter's users or groups as core does: one entry
 // with a regular-expression character is a pattern (one that does not
 // compile matches nothing); otherwise the entries that are valid names.
-func filterList(list []string, valid *lazyRegexp) (map[string]bool, *regexp.Regexp) {
+func filterList(list []string, valid *namePattern) (map[string]bool, *regexp.Regexp) {
 	names := map[string]bool{}
 	if len(list) == 1 && specialRegExp.MatchString(list[0]) {
 		re, _ := regexp.Compile(list[0])

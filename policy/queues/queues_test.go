@@ -172,3 +172,35 @@ func TestNesting(t *testing.T) {
 	var tooComplex *TooComplexError
 	assert.ErrorAs(t, err, &tooComplex)
 }
+
+// TestPatterns: the hand-written name patterns are core's regular
+// expressions, on names built from every character class they treat
+// differently.
+func TestPatterns(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		m    interface{ MatchString(string) bool }
+	}{
+		{`^[_a-zA-Z][a-zA-Z0-9:#/_.@-]*[$]?$`, userRegExp},
+		{`^[_a-zA-Z][a-zA-Z0-9:_.-]*$`, groupRegExp},
+		{`^[_a-zA-Z][a-zA-Z0-9_]*$`, ruleNameRegExp},
+		{`[\^$*+?()\[{}|]`, specialRegExp},
+		{`^[_a-zA-Z][a-zA-Z0-9_.@-]*[$]?$`, aclUserRegExp},
+		{`^[_a-zA-Z][a-zA-Z0-9_-]*$`, aclGroupRegExp},
+	} {
+		re := regexp.MustCompile(tc.expr)
+		chars := []string{"a", "Z", "_", "0", "9", ":", "#", "/", ".", "@", "-", "$", " ", "é", "^", "*", "(", "[", "{", "|", "'", "\n", ""}
+		var names []string
+		for _, a := range chars {
+			for _, b := range chars {
+				for _, c := range chars {
+					names = append(names, a+b+c)
+				}
+			}
+		}
+		names = append(names, "$", "$$", "a$$", "alice$", "system:serviceaccount:ns:sa", "john.doe@example.com")
+		for _, n := range names {
+			require.Equal(t, re.MatchString(n), tc.m.MatchString(n), "%s on %q", tc.expr, n)
+		}
+	}
+}

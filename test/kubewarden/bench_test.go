@@ -2,6 +2,7 @@ package kubewarden
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
 // BenchmarkEvaluation times one evaluation of each benchmark fixture two
@@ -65,6 +67,35 @@ func BenchmarkEvaluation(b *testing.B) {
 			b.SetBytes(int64(len(request)))
 			for b.Loop() {
 				if _, err := e.Validate(b.Context(), payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCapabilities is what the settings that ask the cluster cost
+// under policy-server's model, where every evaluation has a fresh instance:
+// the queue check parses queues.yaml and compiles its patterns each time.
+// Same Pod, with and without the check; capabilities from the fixtures'
+// cluster directory.
+func BenchmarkCapabilities(b *testing.B) {
+	ps, err := New(policyWasm(b))
+	require.NoError(b, err)
+	cluster := fixturecheck.ClusterHostCalls(b, nil)
+	ps.Kubernetes = func(operation string, payload []byte) ([]byte, error) {
+		return cluster(b.Context(), "kubewarden", "kubernetes", operation, payload)
+	}
+	cases, err := fixtures.Load()
+	require.NoError(b, err)
+	for _, name := range []string{"pod/queue/other-scheduler", "pod/queue/enforce/placed", "pod/queue/enforce/refused",
+		"pod/create/present/external-user", "pod/create/present/rbac/granted"} {
+		i := slices.IndexFunc(cases, func(c fixtures.Case) bool { return c.Name == name })
+		require.GreaterOrEqual(b, i, 0, name)
+		c := cases[i]
+		b.Run("mode=kubewarden-fresh/case="+name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ps.Validate(c.Request, c.Settings); err != nil {
 					b.Fatal(err)
 				}
 			}
