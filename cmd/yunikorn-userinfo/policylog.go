@@ -24,7 +24,9 @@ func newPolicyLogLines() *prometheus.CounterVec {
 	}, []string{"level"})
 }
 
-func (h policyLogCounter) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+func (h policyLogCounter) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.next.Enabled(ctx, l)
+}
 
 func (h policyLogCounter) Handle(ctx context.Context, r slog.Record) error {
 	fromPolicy := false

@@ -80,7 +80,6 @@ type anyOf string
 
 func (a anyOf) MatchString(s string) bool { return strings.ContainsAny(s, string(a)) }
 
-
 // Config is a parsed and validated queues.yaml.
 type Config struct {
 	partitions []*Partition
