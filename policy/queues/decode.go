@@ -73,6 +73,7 @@ func decodeConfig(data []byte) (*schedulerConfig, error) {
 		return nil, &decodeError{msg: err.Error()}
 	}
 	conf := &schedulerConfig{}
+	d := &decoder{}
 	if doc.Kind == 0 {
 		return conf, nil
 	}
@@ -83,18 +84,18 @@ func decodeConfig(data []byte) (*schedulerConfig, error) {
 		}
 		root = root.Content[0]
 	}
-	err := decodeStruct(root, "configs.SchedulerConfig", func(key string, v *yaml.Node) (bool, error) {
+	err := d.decodeStruct(root, "configs.SchedulerConfig", func(key string, v *yaml.Node) (bool, error) {
 		switch key {
 		case "partitions":
-			return true, decodeSeq(v, func(item *yaml.Node) error {
-				p, err := decodePartition(item)
+			return true, d.decodeSeq(v, func(item *yaml.Node) error {
+				p, err := d.decodePartition(item)
 				if err == nil {
 					conf.partitions = append(conf.partitions, p)
 				}
 				return err
 			})
 		case "checksum":
-			_, err := decodeString(v)
+			_, err := d.decodeString(v)
 			return true, err
 		}
 		return false, nil
@@ -105,58 +106,58 @@ func decodeConfig(data []byte) (*schedulerConfig, error) {
 	return conf, nil
 }
 
-func decodePartition(n *yaml.Node) (partitionConfig, error) {
+func (d *decoder) decodePartition(n *yaml.Node) (partitionConfig, error) {
 	var p partitionConfig
-	err := decodeStruct(n, "configs.PartitionConfig", func(key string, v *yaml.Node) (bool, error) {
+	err := d.decodeStruct(n, "configs.PartitionConfig", func(key string, v *yaml.Node) (bool, error) {
 		var err error
 		switch key {
 		case "name":
-			p.name, err = decodeString(v)
+			p.name, err = d.decodeString(v)
 		case "queues":
 			p.hasQueue = !isNull(v)
-			err = decodeSeq(v, func(item *yaml.Node) error {
-				q, err := decodeQueue(item)
+			err = d.decodeSeq(v, func(item *yaml.Node) error {
+				q, err := d.decodeQueue(item)
 				if err == nil {
 					p.queues = append(p.queues, q)
 				}
 				return err
 			})
 		case "placementrules":
-			err = decodeSeq(v, func(item *yaml.Node) error {
-				r, err := decodeRule(item)
+			err = d.decodeSeq(v, func(item *yaml.Node) error {
+				r, err := d.decodeRule(item)
 				if err == nil {
 					p.rules = append(p.rules, r)
 				}
 				return err
 			})
 		case "usergroupresolver":
-			err = decodeStruct(v, "configs.UserGroupResolver", func(key string, v *yaml.Node) (bool, error) {
+			err = d.decodeStruct(v, "configs.UserGroupResolver", func(key string, v *yaml.Node) (bool, error) {
 				if key != "type" {
 					return false, nil
 				}
 				var err error
-				p.resolver, err = decodeString(v)
+				p.resolver, err = d.decodeString(v)
 				return true, err
 			})
 		case "limits":
-			err = decodeSeq(v, decodeLimit)
+			err = d.decodeSeq(v, d.decodeLimit)
 		case "preemption":
-			err = decodeStruct(v, "configs.PartitionPreemptionConfig", func(key string, v *yaml.Node) (bool, error) {
+			err = d.decodeStruct(v, "configs.PartitionPreemptionConfig", func(key string, v *yaml.Node) (bool, error) {
 				switch key {
 				case "enabled", "quotapreemptionenabled":
-					_, err := decodeBool(v)
+					_, err := d.decodeBool(v)
 					return true, err
 				}
 				return false, nil
 			})
 		case "nodesortpolicy":
-			err = decodeStruct(v, "configs.NodeSortingPolicy", func(key string, v *yaml.Node) (bool, error) {
+			err = d.decodeStruct(v, "configs.NodeSortingPolicy", func(key string, v *yaml.Node) (bool, error) {
 				switch key {
 				case "type":
-					_, err := decodeString(v)
+					_, err := d.decodeString(v)
 					return true, err
 				case "resourceweights":
-					return true, decodeMap(v, func(v *yaml.Node) error { _, err := decodeFloat(v); return err })
+					return true, d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeFloat(v); return err })
 				}
 				return false, nil
 			})
@@ -168,50 +169,50 @@ func decodePartition(n *yaml.Node) (partitionConfig, error) {
 	return p, err
 }
 
-func decodeQueue(n *yaml.Node) (queueConfig, error) {
+func (d *decoder) decodeQueue(n *yaml.Node) (queueConfig, error) {
 	var q queueConfig
-	err := decodeStruct(n, "configs.QueueConfig", func(key string, v *yaml.Node) (bool, error) {
+	err := d.decodeStruct(n, "configs.QueueConfig", func(key string, v *yaml.Node) (bool, error) {
 		var err error
 		switch key {
 		case "name":
-			q.name, err = decodeString(v)
+			q.name, err = d.decodeString(v)
 		case "parent":
-			q.parent, err = decodeBool(v)
+			q.parent, err = d.decodeBool(v)
 		case "resources":
-			q.hasResources, err = decodeResources(v)
+			q.hasResources, err = d.decodeResources(v)
 		case "maxapplications":
-			_, err = decodeUint(v)
+			_, err = d.decodeUint(v)
 		case "properties":
-			err = decodeMap(v, func(v *yaml.Node) error { _, err := decodeString(v); return err })
+			err = d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
 		case "adminacl":
-			q.adminACL, err = decodeString(v)
+			q.adminACL, err = d.decodeString(v)
 		case "submitacl":
-			q.submitACL, err = decodeString(v)
+			q.submitACL, err = d.decodeString(v)
 		case "childtemplate":
-			err = decodeStruct(v, "configs.ChildTemplate", func(key string, v *yaml.Node) (bool, error) {
+			err = d.decodeStruct(v, "configs.ChildTemplate", func(key string, v *yaml.Node) (bool, error) {
 				var err error
 				switch key {
 				case "maxapplications":
-					_, err = decodeUint(v)
+					_, err = d.decodeUint(v)
 				case "properties":
-					err = decodeMap(v, func(v *yaml.Node) error { _, err := decodeString(v); return err })
+					err = d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
 				case "resources":
-					_, err = decodeResources(v)
+					_, err = d.decodeResources(v)
 				default:
 					return false, nil
 				}
 				return true, err
 			})
 		case "queues":
-			err = decodeSeq(v, func(item *yaml.Node) error {
-				c, err := decodeQueue(item)
+			err = d.decodeSeq(v, func(item *yaml.Node) error {
+				c, err := d.decodeQueue(item)
 				if err == nil {
 					q.queues = append(q.queues, c)
 				}
 				return err
 			})
 		case "limits":
-			err = decodeSeq(v, decodeLimit)
+			err = d.decodeSeq(v, d.decodeLimit)
 		default:
 			return false, nil
 		}
@@ -220,35 +221,35 @@ func decodeQueue(n *yaml.Node) (queueConfig, error) {
 	return q, err
 }
 
-// decodeResources reads a Resources object and reports whether guaranteed
+// d.decodeResources reads a Resources object and reports whether guaranteed
 // or max is set (core's root queue may have neither).
-func decodeResources(n *yaml.Node) (bool, error) {
+func (d *decoder) decodeResources(n *yaml.Node) (bool, error) {
 	set := false
-	err := decodeStruct(n, "configs.Resources", func(key string, v *yaml.Node) (bool, error) {
+	err := d.decodeStruct(n, "configs.Resources", func(key string, v *yaml.Node) (bool, error) {
 		switch key {
 		case "guaranteed", "max":
 			if !isNull(v) {
 				set = true
 			}
-			return true, decodeMap(v, func(v *yaml.Node) error { _, err := decodeString(v); return err })
+			return true, d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
 		}
 		return false, nil
 	})
 	return set, err
 }
 
-func decodeLimit(n *yaml.Node) error {
-	return decodeStruct(n, "configs.Limit", func(key string, v *yaml.Node) (bool, error) {
+func (d *decoder) decodeLimit(n *yaml.Node) error {
+	return d.decodeStruct(n, "configs.Limit", func(key string, v *yaml.Node) (bool, error) {
 		var err error
 		switch key {
 		case "limit":
-			_, err = decodeString(v)
+			_, err = d.decodeString(v)
 		case "users", "groups":
-			_, err = decodeStrings(v)
+			_, err = d.decodeStrings(v)
 		case "maxresources":
-			err = decodeMap(v, func(v *yaml.Node) error { _, err := decodeString(v); return err })
+			err = d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
 		case "maxapplications":
-			_, err = decodeUint(v)
+			_, err = d.decodeUint(v)
 		default:
 			return false, nil
 		}
@@ -256,35 +257,35 @@ func decodeLimit(n *yaml.Node) error {
 	})
 }
 
-func decodeRule(n *yaml.Node) (ruleConfig, error) {
+func (d *decoder) decodeRule(n *yaml.Node) (ruleConfig, error) {
 	var r ruleConfig
-	err := decodeStruct(n, "configs.PlacementRule", func(key string, v *yaml.Node) (bool, error) {
+	err := d.decodeStruct(n, "configs.PlacementRule", func(key string, v *yaml.Node) (bool, error) {
 		var err error
 		switch key {
 		case "name":
-			r.name, err = decodeString(v)
+			r.name, err = d.decodeString(v)
 		case "create":
-			r.create, err = decodeBool(v)
+			r.create, err = d.decodeBool(v)
 		case "value":
-			r.value, err = decodeString(v)
+			r.value, err = d.decodeString(v)
 		case "parent":
 			if isNull(v) {
 				r.parent = nil
 				return true, nil
 			}
 			var p ruleConfig
-			p, err = decodeRule(v)
+			p, err = d.decodeRule(v)
 			r.parent = &p
 		case "filter":
-			err = decodeStruct(v, "configs.Filter", func(key string, v *yaml.Node) (bool, error) {
+			err = d.decodeStruct(v, "configs.Filter", func(key string, v *yaml.Node) (bool, error) {
 				var err error
 				switch key {
 				case "type":
-					r.filter.kind, err = decodeString(v)
+					r.filter.kind, err = d.decodeString(v)
 				case "users":
-					r.filter.users, err = decodeStrings(v)
+					r.filter.users, err = d.decodeStrings(v)
 				case "groups":
-					r.filter.groups, err = decodeStrings(v)
+					r.filter.groups, err = d.decodeStrings(v)
 				default:
 					return false, nil
 				}
@@ -321,11 +322,18 @@ func kindName(n *yaml.Node) string {
 	return n.ShortTag()
 }
 
-// decodeStruct walks a mapping as yaml.v3 decodes a struct with
+// d.decodeStruct walks a mapping as yaml.v3 decodes a struct with
 // KnownFields: field calls f for each key; a key f does not know is an
 // error, as is a key given twice. "<<" merges other mappings in, keys
 // written here winning. null is the zero value.
-func decodeStruct(n *yaml.Node, typeName string, field func(key string, v *yaml.Node) (bool, error)) error {
+func (d *decoder) decodeStruct(n *yaml.Node, typeName string, field func(key string, v *yaml.Node) (bool, error)) error {
+	if err := d.count(n); err != nil {
+		return err
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		d.aliasDepth++
+		defer func() { d.aliasDepth-- }()
+	}
 	n = deref(n)
 	if isNull(n) {
 		return nil
@@ -404,7 +412,14 @@ func mappingPairs(n *yaml.Node) ([]pair, error) {
 	return append(out, own...), nil
 }
 
-func decodeSeq(n *yaml.Node, item func(*yaml.Node) error) error {
+func (d *decoder) decodeSeq(n *yaml.Node, item func(*yaml.Node) error) error {
+	if err := d.count(n); err != nil {
+		return err
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		d.aliasDepth++
+		defer func() { d.aliasDepth-- }()
+	}
 	n = deref(n)
 	if isNull(n) {
 		return nil
@@ -420,7 +435,14 @@ func decodeSeq(n *yaml.Node, item func(*yaml.Node) error) error {
 	return nil
 }
 
-func decodeMap(n *yaml.Node, value func(*yaml.Node) error) error {
+func (d *decoder) decodeMap(n *yaml.Node, value func(*yaml.Node) error) error {
+	if err := d.count(n); err != nil {
+		return err
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		d.aliasDepth++
+		defer func() { d.aliasDepth-- }()
+	}
 	n = deref(n)
 	if isNull(n) {
 		return nil
@@ -440,9 +462,16 @@ func decodeMap(n *yaml.Node, value func(*yaml.Node) error) error {
 	return nil
 }
 
-// decodeString: any scalar gives its text, as yaml.v3 sets a string field;
+// d.decodeString: any scalar gives its text, as yaml.v3 sets a string field;
 // null gives "".
-func decodeString(n *yaml.Node) (string, error) {
+func (d *decoder) decodeString(n *yaml.Node) (string, error) {
+	if err := d.count(n); err != nil {
+		return "", err
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		d.aliasDepth++
+		defer func() { d.aliasDepth-- }()
+	}
 	n = deref(n)
 	if isNull(n) {
 		return "", nil
@@ -453,19 +482,26 @@ func decodeString(n *yaml.Node) (string, error) {
 	return n.Value, nil
 }
 
-func decodeStrings(n *yaml.Node) ([]string, error) {
+func (d *decoder) decodeStrings(n *yaml.Node) ([]string, error) {
 	var out []string
-	err := decodeSeq(n, func(item *yaml.Node) error {
-		s, err := decodeString(item)
+	err := d.decodeSeq(n, func(item *yaml.Node) error {
+		s, err := d.decodeString(item)
 		out = append(out, s)
 		return err
 	})
 	return out, err
 }
 
-// decodeBool accepts YAML 1.2 booleans, and the YAML 1.1 words yaml.v3
+// d.decodeBool accepts YAML 1.2 booleans, and the YAML 1.1 words yaml.v3
 // accepts for a bool field (yes, on, n, ...); anything else is an error.
-func decodeBool(n *yaml.Node) (bool, error) {
+func (d *decoder) decodeBool(n *yaml.Node) (bool, error) {
+	if err := d.count(n); err != nil {
+		return false, err
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		d.aliasDepth++
+		defer func() { d.aliasDepth-- }()
+	}
 	n = deref(n)
 	if isNull(n) {
 		return false, nil
@@ -491,9 +527,16 @@ func decodeBool(n *yaml.Node) (bool, error) {
 	return false, errAt(n, "cannot unmarshal %s `%s` into bool", kindName(n), n.Value)
 }
 
-// decodeUint accepts what yaml.v3 puts in a uint64: a non-negative
+// d.decodeUint accepts what yaml.v3 puts in a uint64: a non-negative
 // integer (decimal, 0x, 0o, 0b, underscores) or a float with no fraction.
-func decodeUint(n *yaml.Node) (uint64, error) {
+func (d *decoder) decodeUint(n *yaml.Node) (uint64, error) {
+	if err := d.count(n); err != nil {
+		return 0, err
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		d.aliasDepth++
+		defer func() { d.aliasDepth-- }()
+	}
 	n = deref(n)
 	if isNull(n) {
 		return 0, nil
@@ -513,7 +556,14 @@ func decodeUint(n *yaml.Node) (uint64, error) {
 	return 0, errAt(n, "cannot unmarshal %s `%s` into uint64", kindName(n), n.Value)
 }
 
-func decodeFloat(n *yaml.Node) (float64, error) {
+func (d *decoder) decodeFloat(n *yaml.Node) (float64, error) {
+	if err := d.count(n); err != nil {
+		return 0, err
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		d.aliasDepth++
+		defer func() { d.aliasDepth-- }()
+	}
 	n = deref(n)
 	if isNull(n) {
 		return 0, nil
@@ -529,3 +579,40 @@ func decodeFloat(n *yaml.Node) (float64, error) {
 
 // lower is strings.ToLower, named for what core does with queue names.
 func lower(s string) string { return strings.ToLower(s) }
+
+// decoder counts what it decodes as yaml.v3's decoder does, so that a
+// document built to expand through aliases (each alias of an alias
+// doubling the work) is refused as the core refuses it, instead of being
+// walked for as long as it takes.
+type decoder struct {
+	decodes, aliased, aliasDepth int
+}
+
+// count is yaml.v3's excessive-aliasing rule: past 1,000 decodes and 100
+// made inside aliases, the share made inside aliases may not exceed 99%
+// (up to 400,000 decodes), falling to 10% at 4,000,000.
+func (d *decoder) count(n *yaml.Node) error {
+	d.decodes++
+	if d.aliasDepth > 0 {
+		d.aliased++
+	}
+	if d.aliased > 100 && d.decodes > 1000 && float64(d.aliased)/float64(d.decodes) > allowedAliasRatio(d.decodes) {
+		line := 0
+		if n != nil {
+			line = n.Line
+		}
+		return &decodeError{line: line, msg: "document contains excessive aliasing"}
+	}
+	return nil
+}
+
+func allowedAliasRatio(decodes int) float64 {
+	const low, high = 400000, 4000000
+	switch {
+	case decodes <= low:
+		return 0.99
+	case decodes >= high:
+		return 0.10
+	}
+	return 0.99 - 0.89*(float64(decodes-low)/float64(high-low))
+}

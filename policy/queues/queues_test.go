@@ -1,9 +1,11 @@
 package queues
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -203,4 +205,20 @@ func TestPatterns(t *testing.T) {
 			require.Equal(t, re.MatchString(n), tc.m.MatchString(n), "%s on %q", tc.expr, n)
 		}
 	}
+}
+
+// TestParse_aliasBomb: a document whose aliases nest (each level ten of the
+// one below: 10^9 queues once expanded) is refused as yaml.v3 refuses it,
+// in a few thousand steps instead of being walked.
+func TestParse_aliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - &q0 {name: a}\n")
+	for i := 1; i <= 9; i++ {
+		refs := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*q%d, ", i-1), 10), ", ")
+		fmt.Fprintf(&b, "          - &q%d {name: l%d, queues: [%s]}\n", i, i, refs)
+	}
+	began := time.Now()
+	_, err := Parse([]byte(b.String()))
+	require.ErrorContains(t, err, "document contains excessive aliasing")
+	assert.Less(t, time.Since(began), 2*time.Second)
 }

@@ -267,3 +267,20 @@ func category(msg string) string {
 	}
 	return digits.ReplaceAllString(msg, "…")
 }
+
+// TestDifferential_aliasBomb: a configuration whose aliases nest ten by ten
+// nine times is refused by both, for the same reason.
+func TestDifferential_aliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("partitions:\n  - name: default\n    queues:\n      - name: root\n        queues:\n          - &q0 {name: a}\n")
+	for i := 1; i <= 9; i++ {
+		refs := strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*q%d, ", i-1), 10), ", ")
+		fmt.Fprintf(&b, "          - &q%d {name: l%d, queues: [%s]}\n", i, i, refs)
+	}
+	_, coreErr := coreLoad(b.String())
+	_, ourErr := queues.Parse([]byte(b.String()))
+	require.Error(t, coreErr)
+	require.Error(t, ourErr)
+	assert.Contains(t, coreErr.Error(), "document contains excessive aliasing")
+	assert.Contains(t, ourErr.Error(), "document contains excessive aliasing")
+}
