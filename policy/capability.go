@@ -19,14 +19,13 @@ func (e hostCallError) Error() string {
 	return string(e)
 }
 
-type noHost struct{}
-
-func (noHost) Error() string { return "no host answers capability calls" }
+// errNoHost is every capability's answer without a host.
+const errNoHost = errString("no host answers capability calls")
 
 // callHost runs a capability call through hostCaller.
 func callHost(binding, namespace, operation string, payload []byte) ([]byte, error) {
 	if hostCaller == nil {
-		return nil, noHost{}
+		return nil, errNoHost
 	}
 	return hostCaller(binding, namespace, operation, payload)
 }

@@ -303,7 +303,7 @@ func loadQueuesYAML(qc *queueCheckSettings) (string, error) {
 		if !found {
 			continue
 		}
-		if gjson.Get(obj, "binaryData").Get(gjson.Escape(key)+".gz").Exists() || gjson.Get(obj, "binaryData").Get(gjson.Escape(key)).Exists() {
+		if bin := gjson.Get(obj, "binaryData"); bin.Get(gjson.Escape(key)+".gz").Exists() || bin.Get(gjson.Escape(key)).Exists() {
 			return "", errString("ConfigMap " + qc.namespace + "/" + name + " holds " + key + " in binaryData, which the queue check does not read")
 		}
 		if v := gjson.Get(obj, "data").Get(gjson.Escape(key)); v.Exists() {

@@ -27,11 +27,7 @@ func contextResources(module []byte) ([]kubecap.Resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the module's metadata: %w", err)
 	}
-	out := make([]kubecap.Resource, 0, len(md.ContextAwareResources))
-	for _, r := range md.ContextAwareResources {
-		out = append(out, kubecap.Resource{APIVersion: r.APIVersion, Kind: r.Kind})
-	}
-	return out, nil
+	return kubecap.ResourcesOf(md.ContextAwareResources), nil
 }
 
 // serviceAccountToken is where Kubernetes mounts a Pod's service account

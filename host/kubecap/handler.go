@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/metadata"
 )
 
 // Resource is a kind of object a policy may read: a contextAwareResources
@@ -226,4 +227,14 @@ func (h *handler) list(ctx context.Context, apiVersion, kind, namespace string, 
 		}
 	}
 	return listOf(apiVersion, kind, items)
+}
+
+// ResourcesOf converts a module's contextAwareResources, as its metadata
+// declares them, to the Resources the handler grants.
+func ResourcesOf(declared []metadata.ContextAwareResource) []Resource {
+	out := make([]Resource, 0, len(declared))
+	for _, r := range declared {
+		out = append(out, Resource{APIVersion: r.APIVersion, Kind: r.Kind})
+	}
+	return out
 }

@@ -183,7 +183,7 @@ func (d *decoder) decodeQueue(n *yaml.Node) (queueConfig, error) {
 		case "maxapplications":
 			_, err = d.decodeUint(v)
 		case "properties":
-			err = d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
+			err = d.decodeStringMap(v)
 		case "adminacl":
 			q.adminACL, err = d.decodeString(v)
 		case "submitacl":
@@ -195,7 +195,7 @@ func (d *decoder) decodeQueue(n *yaml.Node) (queueConfig, error) {
 				case "maxapplications":
 					_, err = d.decodeUint(v)
 				case "properties":
-					err = d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
+					err = d.decodeStringMap(v)
 				case "resources":
 					_, err = d.decodeResources(v)
 				default:
@@ -231,7 +231,7 @@ func (d *decoder) decodeResources(n *yaml.Node) (bool, error) {
 			if !isNull(v) {
 				set = true
 			}
-			return true, d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
+			return true, d.decodeStringMap(v)
 		}
 		return false, nil
 	})
@@ -247,7 +247,7 @@ func (d *decoder) decodeLimit(n *yaml.Node) error {
 		case "users", "groups":
 			_, err = d.decodeStrings(v)
 		case "maxresources":
-			err = d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
+			err = d.decodeStringMap(v)
 		case "maxapplications":
 			_, err = d.decodeUint(v)
 		default:
@@ -480,6 +480,12 @@ func (d *decoder) decodeString(n *yaml.Node) (string, error) {
 		return "", errAt(n, "cannot unmarshal %s into string", kindName(n))
 	}
 	return n.Value, nil
+}
+
+// decodeStringMap checks a map of strings (properties, resource
+// quantities), whose values placement does not use.
+func (d *decoder) decodeStringMap(n *yaml.Node) error {
+	return d.decodeMap(n, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
 }
 
 func (d *decoder) decodeStrings(n *yaml.Node) ([]string, error) {
