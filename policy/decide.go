@@ -21,7 +21,7 @@ type decision struct {
 	accepted bool
 	code     int
 	message  string
-	mutation *edit    // how the object changes; nil when unchanged
+	mutation []edit   // how the object changes; nil when unchanged
 	warnings []string // admission warnings shown to the client
 	rule     string   // which rule decided, for the decision trace
 	kind     string
@@ -110,8 +110,11 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 		return decideBinding(r)
 	}
 	path, guarded := metadataPath(kind)
+	var wk *workloadKind
 	if !guarded {
-		return accept("pass-through: kind")
+		if wk = s.workload(kind); wk == nil {
+			return accept("pass-through: kind")
+		}
 	}
 	id, err := parseIdentity(r.userInfo)
 	if err != nil {
@@ -120,6 +123,14 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	obj, err := objectField(r.object, "object")
 	if err != nil {
 		return rejectInput(err)
+	}
+	if wk != nil {
+		d, err := decideWorkload(r, s, kind, wk, op, id, obj)
+		if err != nil {
+			d = rejectInput(err)
+		}
+		d.user = id.user
+		return d
 	}
 	cur, err := locate(obj, "request.object", path)
 	if err != nil {
@@ -141,41 +152,52 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	return d
 }
 
-// decideCreate: docs/BEHAVIOUR.md §4.1 and §4.2, CREATE.
+// decideCreate: docs/BEHAVIOUR.md §4.1 and §4.2, CREATE, for a kind whose
+// pods' metadata is cur.
 func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMeta) (decision, error) {
 	value, _, present, err := cur.annotation()
 	if err != nil {
 		return decision{}, err
 	}
-	want := id.annotationValue()
 	if present {
-		switch {
-		case s.BypassAuth:
-			return accept("create: present, bypassAuth"), nil
-		case value == want:
-			return accept("create: present, submitter's own identity"), nil
-		case !allowed(s, id):
-			if s.TrustRBAC == nil {
-				return reject("create: present, submitter not allowed", codeForbidden, id.notAllowedMessage()), nil
-			}
-			return decideByRBAC(s, r, id, value)
-		}
-		if problem := checkSuppliedValue(value); problem != "" {
-			return reject("create: present, invalid value", codeMalformed,
-				"annotation "+AnnotationKey+" is invalid: "+problem), nil
-		}
-		return accept("create: present, allowed submitter"), nil
+		return decidePresent(s, r, kind, id, value)
 	}
+	return decideAbsent(s, r, kind, id, []*podMeta{cur})
+}
+
+// decidePresent decides a CREATE that supplies value.
+func decidePresent(s *Settings, r request, kind kindRef, id identity, value string) (decision, error) {
+	switch {
+	case s.BypassAuth:
+		return accept("create: present, bypassAuth"), nil
+	case value == id.annotationValue():
+		return accept("create: present, submitter's own identity"), nil
+	case !allowed(s, id):
+		return decideByProvenance(s, r, kind, id, value)
+	}
+	if problem := checkSuppliedValue(value); problem != "" {
+		return reject("create: present, invalid value", codeMalformed,
+			"annotation "+AnnotationKey+" is invalid: "+problem), nil
+	}
+	return accept("create: present, allowed submitter"), nil
+}
+
+// decideAbsent decides a CREATE whose pod templates (locs, at least one)
+// carry no annotation: each is stamped with the submitter's identity, or
+// with the identity the object's provenance proves.
+func decideAbsent(s *Settings, r request, kind kindRef, id identity, locs []*podMeta) (decision, error) {
 	if s.BypassAuth {
-		label, ok, err := cur.stringMapEntry("labels", s.UserLabelKey)
-		if err != nil {
-			return decision{}, err
-		}
-		if ok && str(label) != "" {
-			d := accept("create: absent, bypassAuth with legacy label")
-			d.warnings = []string{"label " + s.UserLabelKey + " is deprecated: YuniKorn reads the submitter from the annotation " +
-				AnnotationKey + "; remove the label and let the admission policy record the user"}
-			return d, nil
+		for _, cur := range locs {
+			label, ok, err := cur.stringMapEntry("labels", s.UserLabelKey)
+			if err != nil {
+				return decision{}, err
+			}
+			if ok && str(label) != "" {
+				d := accept("create: absent, bypassAuth with legacy label")
+				d.warnings = []string{"label " + s.UserLabelKey + " is deprecated: YuniKorn reads the submitter from the annotation " +
+					AnnotationKey + "; remove the label and let the admission policy record the user"}
+				return d, nil
+			}
 		}
 	}
 	if kind == (kindRef{"apps", "ReplicaSet"}) && matchAny(s.SystemUsers, id.user) {
@@ -185,7 +207,15 @@ func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMet
 		return accept("create: absent, ReplicaSet from a system user"), nil
 	}
 	d := accept("create: absent, inject")
-	d.mutation = &edit{meta: cur, token: appendJSONString(make([]byte, 0, jsonStringLen(want)), want)}
+	want := id.annotationValue()
+	if p, ok := provenValue(s, r, kind, id); ok {
+		d = accept("create: absent, inherited " + p.how)
+		want = p.value
+	}
+	token := appendJSONString(make([]byte, 0, jsonStringLen(want)), want)
+	for _, cur := range locs {
+		d.mutation = append(d.mutation, edit{meta: cur, token: token})
+	}
 	return d, nil
 }
 
@@ -257,7 +287,7 @@ func decideUpdate(r request, path []string, cur *podMeta) (decision, error) {
 		// A server-side apply or GitOps re-apply of a manifest that never
 		// had the annotation: keep the old value instead of failing.
 		d := accept("update: removed, restore")
-		d.mutation = &edit{meta: cur, token: []byte(oldToken)}
+		d.mutation = []edit{{meta: cur, token: []byte(oldToken)}}
 		d.warnings = []string{warnRestored}
 		return d, nil
 	}

@@ -60,12 +60,17 @@ type podMeta struct {
 // partial object); a level of the wrong type or a duplicated key is not.
 func locate(raw string, field string, path []string) (*podMeta, error) {
 	raw = trimSpace(raw) // gjson's top-level Raw runs to the end of its input
-	root := gjson.Parse(raw)
-	if !isObject(root) {
-		return nil, malformed(field, "must be an object, got "+typeName(root))
+	return locateAt(raw, gjson.Parse(raw), field, path)
+}
+
+// locateAt is locate from start, an object inside raw (found by walking
+// raw, so its offsets are raw's) whose JSON path is field.
+func locateAt(raw string, start gjson.Result, field string, path []string) (*podMeta, error) {
+	if !isObject(start) {
+		return nil, malformed(field, "must be an object, got "+typeName(start))
 	}
-	pm := &podMeta{raw: raw, field: field, path: path, found: []gjson.Result{root}}
-	cur, curField := root, field
+	pm := &podMeta{raw: raw, field: field, path: path, found: []gjson.Result{start}}
+	cur, curField := start, field
 	for _, key := range path {
 		next, err := member(cur, curField, key)
 		if err != nil {
@@ -128,12 +133,26 @@ func (pm *podMeta) annotation() (value, raw string, ok bool, err error) {
 	return str(v), v.Raw, ok, err
 }
 
+// splice is one change to an object's text: raw[start:end] becomes text.
+type splice struct {
+	start, end int
+	text       []byte
+}
+
 // appendWithAnnotation appends the object with the user.info annotation
 // set to the JSON string token valueToken. Only that member is written: the
 // bytes before and after it are copied unchanged, so unknown fields, false
 // booleans, nulls, number spellings and key order all survive. Absent levels
 // (or null ones) are created as nested objects.
 func (pm *podMeta) appendWithAnnotation(out, valueToken []byte) []byte {
+	sp := pm.splice(valueToken)
+	out = append(out, pm.raw[:sp.start]...)
+	out = append(out, sp.text...)
+	return append(out, pm.raw[sp.end:]...)
+}
+
+// splice is the change that sets the annotation to valueToken.
+func (pm *podMeta) splice(valueToken []byte) splice {
 	// The deepest existing object, and the levels still to create below it.
 	levels := append(append([]string(nil), pm.path...), "annotations", AnnotationKey)
 	depth := len(pm.found) - 1 // pm.path[:depth] exist
@@ -157,28 +176,53 @@ func (pm *podMeta) appendWithAnnotation(out, valueToken []byte) []byte {
 	existing, _ := member(parent, "", missing[0])
 	if existing.Exists() {
 		// An explicit null (or the old annotation value) is replaced in place.
-		out = append(out, pm.raw[:existing.Index]...)
-		out = append(out, val...)
-		return append(out, pm.raw[existing.Index+len(existing.Raw):]...)
+		return splice{start: existing.Index, end: existing.Index + len(existing.Raw), text: val}
 	}
 	end := parent.Index + len(parent.Raw) - 1 // the closing brace
 	empty := true
 	parent.ForEach(func(_, _ gjson.Result) bool { empty = false; return false })
-	out = append(out, pm.raw[:end]...)
+	text := make([]byte, 0, len(missing[0])+len(val)+4)
 	if !empty {
-		out = append(out, ',')
+		text = append(text, ',')
 	}
-	out = appendJSONString(out, missing[0])
-	out = append(out, ':')
-	out = append(out, val...)
-	return append(out, pm.raw[end:]...)
+	text = appendJSONString(text, missing[0])
+	text = append(text, ':')
+	text = append(text, val...)
+	return splice{start: end, end: end, text: text}
 }
 
-// edit is a mutation: the object of meta with the annotation set to token,
-// the JSON string to write as its value.
+// edit is part of a mutation: the annotation of meta set to token, the
+// JSON string to write as its value.
 type edit struct {
 	meta  *podMeta
 	token []byte
+}
+
+// appendMutated appends the object with every edit made. The edits are of
+// one object (the same raw text) and at distinct places, none inside
+// another: each sets the annotation of another pod template.
+func appendMutated(out []byte, edits []edit) []byte {
+	if len(edits) == 1 {
+		return edits[0].meta.appendWithAnnotation(out, edits[0].token)
+	}
+	raw := edits[0].meta.raw
+	splices := make([]splice, len(edits))
+	for i, e := range edits {
+		splices[i] = e.meta.splice(e.token)
+	}
+	// Insertion sort: a handful of templates, and no reflection in TinyGo.
+	for i := 1; i < len(splices); i++ {
+		for j := i; j > 0 && splices[j].start < splices[j-1].start; j-- {
+			splices[j], splices[j-1] = splices[j-1], splices[j]
+		}
+	}
+	pos := 0
+	for _, sp := range splices {
+		out = append(out, raw[pos:sp.start]...)
+		out = append(out, sp.text...)
+		pos = sp.end
+	}
+	return append(out, raw[pos:]...)
 }
 
 func trimSpace(b string) string {

@@ -263,7 +263,7 @@ func podQueue(cur *podMeta) string {
 func recordedIdentity(d decision, cur *podMeta, s *Settings) (string, []string) {
 	value, ok := "", false
 	if d.mutation != nil {
-		value, ok = gjson.Parse(string(d.mutation.token)).String(), true
+		value, ok = gjson.Parse(string(d.mutation[0].token)).String(), true
 	} else if v, _, present, err := cur.annotation(); err == nil && present {
 		value, ok = v, true
 	}
@@ -296,7 +296,7 @@ func loadQueuesYAML(qc *queueCheckSettings) (string, error) {
 	key := qc.policyGroup + ".yaml"
 	text := ""
 	for _, name := range [...]string{"yunikorn-defaults", "yunikorn-configs"} {
-		obj, found, err := getObject("v1", "ConfigMap", qc.namespace, name)
+		obj, found, err := getObject("v1", "ConfigMap", qc.namespace, name, false)
 		if err != nil {
 			return "", err
 		}
@@ -318,7 +318,7 @@ func loadQueuesYAML(qc *queueCheckSettings) (string, error) {
 
 // namespaceAnnotation reads one annotation of a namespace.
 func namespaceAnnotation(ns, key string) (string, error) {
-	obj, found, err := getObject("v1", "Namespace", "", ns)
+	obj, found, err := getObject("v1", "Namespace", "", ns, false)
 	if err != nil || !found {
 		return "", err
 	}
@@ -326,8 +326,9 @@ func namespaceAnnotation(ns, key string) (string, error) {
 }
 
 // getObject asks the host's kubernetes/get_resource for one object; found
-// is false when it does not exist.
-func getObject(apiVersion, kind, namespace, name string) (string, bool, error) {
+// is false when it does not exist. fresh asks the API server rather than
+// the host's cache.
+func getObject(apiVersion, kind, namespace, name string, fresh bool) (string, bool, error) {
 	b := make([]byte, 0, 160)
 	b = append(b, `{"api_version":`...)
 	b = appendJSONString(b, apiVersion)
@@ -339,7 +340,11 @@ func getObject(apiVersion, kind, namespace, name string) (string, bool, error) {
 		b = append(b, `,"namespace":`...)
 		b = appendJSONString(b, namespace)
 	}
-	b = append(b, `,"disable_cache":false}`...)
+	if fresh {
+		b = append(b, `,"disable_cache":true}`...)
+	} else {
+		b = append(b, `,"disable_cache":false}`...)
+	}
 	out, err := callHost("kubewarden", "kubernetes", "get_resource", b)
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "Cannot find ") {

@@ -19,10 +19,12 @@ const (
 	keyValidateOnly     = "validateOnly"
 	keyTrustRBAC        = "trustRBAC"
 	keyQueueCheck       = "queueCheck"
+	keyWorkloads        = "workloads"
+	keyTrustPodTokens   = "trustPodTokens"
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -54,6 +56,14 @@ type Settings struct {
 	// QueueCheck, when set and not off, checks YuniKorn's placement and
 	// queue ACLs for new pods (docs/BEHAVIOUR.md §3.2).
 	QueueCheck *queueCheckSettings
+	// Workloads are the custom kinds guarded besides the built-in ones,
+	// with the operators trusted to copy their identity
+	// (docs/BEHAVIOUR.md §3.3, §3.4).
+	Workloads []workloadEntry
+	// TrustPodTokens admits, on a Pod created with a token bound to
+	// another Pod that is its controller, that Pod's identity
+	// (docs/BEHAVIOUR.md §3.4).
+	TrustPodTokens bool
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -98,6 +108,10 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.TrustRBAC = parseTrustRBAC(&errs, v)
 		case keyQueueCheck:
 			s.QueueCheck = parseQueueCheck(&errs, v)
+		case keyWorkloads:
+			s.Workloads = parseWorkloads(&errs, &s.Warnings, v)
+		case keyTrustPodTokens:
+			s.TrustPodTokens = parseBool(&errs, key, v, s.TrustPodTokens)
 		case keySystemUsers:
 			if list, ok := parseList(&errs, key, v); ok {
 				s.SystemUsers = compileAll(&errs, &s.Warnings, key, list)

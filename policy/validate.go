@@ -140,7 +140,7 @@ func (d decision) appendResponse(b []byte) []byte {
 		// The mutated object is written straight into the response: no
 		// copy of the object is made on its own.
 		b = append(b, `,"mutated_object":`...)
-		b = d.mutation.meta.appendWithAnnotation(b, d.mutation.token)
+		b = appendMutated(b, d.mutation)
 	}
 	if len(d.warnings) > 0 {
 		b = append(b, `,"warnings":[`...)

@@ -1,8 +1,10 @@
 package metadata
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,8 +34,13 @@ func TestParse_repositoryMetadata(t *testing.T) {
 	assert.False(t, md.BackgroundAudit)
 	assert.Equal(t, ExecutionModeKubewardenWapc, md.ExecutionMode)
 	assert.Equal(t, PolicyTypeKubernetes, md.PolicyType)
-	assert.Equal(t, []ContextAwareResource{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"}}, md.ContextAwareResources,
+	assert.Subset(t, md.ContextAwareResources, []ContextAwareResource{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"}},
 		"the queue check reads ConfigMaps and Namespaces")
+	assert.Subset(t, md.ContextAwareResources, []ContextAwareResource{{APIVersion: "v1", Kind: "Pod"}, {APIVersion: "ray.io/v1", Kind: "RayCluster"}},
+		"the provenance proofs read owners and token-bound Pods")
+	assert.True(t, slices.IsSortedFunc(md.ContextAwareResources, func(a, b ContextAwareResource) int {
+		return cmp.Or(cmp.Compare(a.APIVersion, b.APIVersion), cmp.Compare(a.Kind, b.Kind))
+	}), "in the order kwctl's inspect lists them")
 	assert.Empty(t, md.ProtocolVersion, "annotate fills it")
 	assert.Equal(t, []Rule{
 		{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}, Operations: []Operation{"CREATE", "UPDATE"}},
