@@ -191,6 +191,7 @@ bench-kubewarden: policy ## Cost per evaluation as policy-server runs it (fresh 
 .PHONY: golden
 golden: embed ## Rewrite the CLI golden file from a fresh build of the embedded policy (review the diff)
 	$(GO) test ./cmd/yunikorn-userinfo -run TestRun_fixtures -update
+	$(GO) test ./policy -run TestPresetsFile -update
 
 .PHONY: bench
 bench: policy build loadgen ## Benchmarks (native vs wasm, fresh vs pooled, ours vs YuniKorn), load test and cold start; tables and plots in docs/perf (QUICK=1: smoke run; see hack/bench.sh)

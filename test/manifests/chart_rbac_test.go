@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,6 +25,8 @@ type rbacRendering struct {
 	nsRoles  []*rbacv1.Role
 	nsBinds  []*rbacv1.RoleBinding
 	policies []*policiesv1.ClusterAdmissionPolicy
+	webhooks []admissionregistrationv1.MutatingWebhook
+	twins    []admissionregistrationv1.ValidatingWebhook
 }
 
 func renderRBAC(t *testing.T, values, namespace string) rbacRendering {
@@ -51,6 +54,10 @@ func renderRBAC(t *testing.T, values, namespace string) rbacRendering {
 			r.nsBinds = append(r.nsBinds, o)
 		case *policiesv1.ClusterAdmissionPolicy:
 			r.policies = append(r.policies, o)
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			r.webhooks = append(r.webhooks, o.Webhooks...)
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			r.twins = append(r.twins, o.Webhooks...)
 		}
 	}
 	return r
@@ -141,4 +148,56 @@ func TestChart_queueCheck(t *testing.T) {
 	for _, p := range plain.policies {
 		assert.Empty(t, p.Spec.ContextAwareResources, "no context without the check")
 	}
+}
+
+// TestChart_workloads: the kinds settings.workloads enables reach the policy
+// (webhook rules, both stages; the ClusterAdmissionPolicies' rules), and the
+// proofs may read the owners of entries that name operators, and Pods with
+// trustPodTokens: read access, and contextAwareResources under Kubewarden.
+func TestChart_workloads(t *testing.T) {
+	t.Parallel()
+	read := []string{"get", "list", "watch"}
+	const values = `settings:
+  workloads:
+    - jobset
+    - {preset: kuberay, operators: ["^system:serviceaccount:ray-system:kuberay-operator$"]}
+    - {group: example.com, version: v1, kind: Notebook, resource: notebooks, paths: [spec.template.metadata.annotations]}
+  trustPodTokens: true
+`
+	on := renderRBAC(t, values, webhookNamespace)
+	require.NotNil(t, on.deploy)
+	assert.Equal(t, true, *on.deploy.Spec.Template.Spec.AutomountServiceAccountToken, "the proofs read owners")
+	custom := func(group, resource string) admissionregistrationv1.RuleWithOperations {
+		return admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE"},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: []string{resource}},
+		}
+	}
+	want := []admissionregistrationv1.RuleWithOperations{custom("jobset.x-k8s.io", "jobsets"),
+		custom("ray.io", "rayclusters"), custom("ray.io", "rayjobs"), custom("ray.io", "rayservices"), custom("example.com", "notebooks")}
+	require.NotEmpty(t, on.webhooks)
+	assert.Equal(t, want, on.webhooks[0].Rules[4:], "the workloads webhook receives the enabled kinds")
+	require.NotEmpty(t, on.twins)
+	assert.Equal(t, want, on.twins[0].Rules[4:], "and so does its validating twin")
+	require.Contains(t, on.roles, "yunikorn-userinfo-owner-reader")
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters"}, Verbs: read},
+		{APIGroups: []string{"ray.io"}, Resources: []string{"rayjobs"}, Verbs: read},
+		{APIGroups: []string{"ray.io"}, Resources: []string{"rayservices"}, Verbs: read},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: read},
+	}, on.roles["yunikorn-userinfo-owner-reader"].Rules, "owners of the entries that name operators, and Pods for trustPodTokens; not jobsets")
+
+	kw := renderRBAC(t, "mode: kubewarden\n"+values, kubewardenNS)
+	require.Len(t, kw.policies, 2)
+	for _, p := range kw.policies {
+		assert.Equal(t, []policiesv1.ContextAwareResource{{APIVersion: "ray.io/v1", Kind: "RayCluster"}, {APIVersion: "ray.io/v1", Kind: "RayJob"},
+			{APIVersion: "ray.io/v1", Kind: "RayService"}, {APIVersion: "v1", Kind: "Pod"}}, p.Spec.ContextAwareResources, p.Name)
+		assert.Len(t, p.Spec.Rules, 11, "the six built-in rules and five enabled kinds")
+	}
+	require.NotNil(t, kw.server)
+	assert.NotEmpty(t, kw.server.Spec.ServiceAccountName)
+
+	off := renderRBAC(t, "settings: {workloads: [jobset]}", webhookNamespace)
+	assert.NotContains(t, off.roles, "yunikorn-userinfo-owner-reader", "no operators named, nothing to read")
+	assert.Equal(t, false, *off.deploy.Spec.Template.Spec.AutomountServiceAccountToken)
 }

@@ -106,5 +106,43 @@ empty dict when trustRBAC is off. */}}
 
 {{/* Whether the policy calls the API server at all. */}}
 {{- define "yunikorn-userinfo.needsAPI" -}}
-{{- if or (include "yunikorn-userinfo.trustRBAC" .) (include "yunikorn-userinfo.queueCheckNamespace" .) }}true{{ end -}}
+{{- $w := include "yunikorn-userinfo.workloads" . | fromJson -}}
+{{- if or (include "yunikorn-userinfo.trustRBAC" .) (include "yunikorn-userinfo.queueCheckNamespace" .) $w.reads }}true{{ end -}}
+{{- end -}}
+
+{{/* The custom kinds of settings.workloads (docs/BEHAVIOUR.md §3.3, §3.4),
+as JSON: "rules", the kinds the webhook must receive ({group, resource}),
+and "reads", the kinds the provenance proofs read ({group, version, kind,
+resource}): the owners of entries that name operators, and Pods with
+trustPodTokens. Presets come from files/workload-presets.json, generated
+from the policy's own table. */}}
+{{- define "yunikorn-userinfo.workloads" -}}
+{{- $presets := (.Files.Get "files/workload-presets.json" | fromJson).presets -}}
+{{- $rules := list -}}
+{{- $reads := list -}}
+{{- $pod := dict "group" "" "version" "v1" "kind" "Pod" "resource" "pods" -}}
+{{- range $i, $e := (.Values.settings.workloads | default list) -}}
+{{- $entry := $e -}}
+{{- if kindIs "string" $e }}{{ $entry = dict "preset" $e }}{{ end -}}
+{{- if $entry.preset -}}
+{{- $p := get $presets $entry.preset -}}
+{{- if not $p }}{{ fail (printf "settings.workloads[%d]: unknown preset %q" $i $entry.preset) }}{{ end -}}
+{{- range $p.kinds }}{{ $rules = append $rules (dict "group" .group "resource" .resource) }}{{ end -}}
+{{- if $entry.operators }}{{ $reads = concat $reads $p.owners }}{{ end -}}
+{{- else -}}
+{{- if or (not $entry.resource) (not $entry.version) -}}
+{{- fail (printf "settings.workloads[%d]: the chart needs the kind's version and resource (its plural) to route %s to the policy and to read it" $i (default "it" $entry.kind)) -}}
+{{- end -}}
+{{- $rules = append $rules (dict "group" (default "" $entry.group) "resource" $entry.resource) -}}
+{{- if $entry.operators -}}
+{{- $reads = append $reads (dict "group" (default "" $entry.group) "version" $entry.version "kind" $entry.kind "resource" $entry.resource) -}}
+{{- range ($entry.owners | default list) -}}
+{{- if ne . "Pod" }}{{ fail (printf "settings.workloads[%d].owners: the chart grants reads of owner Pod only; grant %s to the webhook yourself and leave it out here" $i .) }}{{ end -}}
+{{- $reads = append $reads $pod -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if .Values.settings.trustPodTokens }}{{ $reads = append $reads $pod }}{{ end -}}
+{{- toJson (dict "rules" $rules "reads" (uniq $reads)) -}}
 {{- end -}}
