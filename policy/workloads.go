@@ -493,7 +493,9 @@ func parseWorkloadObject(errs *settingsError, warnings *[]string, field string, 
 			} else if p := findPreset(str(f)); p == nil {
 				errs.problems = append(errs.problems, path+": unknown preset "+quote(str(f))+" (presets: "+presetNames()+")")
 			} else {
-				w = presetEntry(p)
+				// Keys come in any order: keep the operators already read.
+				pe := presetEntry(p)
+				w.name, w.kinds, w.owners = pe.name, pe.kinds, pe.owners
 			}
 		case "version", "resource":
 			// For the manifests that route the kind to the policy (the
