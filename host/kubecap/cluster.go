@@ -69,7 +69,10 @@ type Cluster struct {
 	opts     ClusterOptions
 	dynamic  dynamic.Interface
 	reviews  SubjectAccessReviewer
+	mapper   meta.RESTMapper
+	declared map[Resource]bool
 	kinds    map[Resource]kindInfo
+	unmapped map[Resource]time.Time // kinds not served at that time
 	runCtx   context.Context
 	stop     context.CancelFunc
 	mu       sync.Mutex
@@ -108,8 +111,11 @@ type reviewAnswer struct {
 	expires time.Time
 }
 
-// NewCluster maps each resource to its API resource (a kind the API server
-// does not serve is an error naming it); informers start on first use.
+// NewCluster maps each resource to its API resource; informers start on
+// first use. A declared kind that the API server does not serve (an
+// operator's CRD not installed, or not yet) is logged, and mapped again
+// when the policy first asks for it: a module declares every kind its
+// settings may read, and the cluster serves those its settings use.
 func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = 30 * time.Second
@@ -124,6 +130,7 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{opts: opts, dynamic: opts.Dynamic, reviews: opts.Reviews, kinds: map[Resource]kindInfo{},
+		declared: map[Resource]bool{}, unmapped: map[Resource]time.Time{},
 		scopes: map[scopeKey]*scope{}, answered: map[string]reviewAnswer{}}
 	mapper := opts.Mapper
 	if c.dynamic == nil || c.reviews == nil || mapper == nil {
@@ -151,16 +158,16 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 			mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 		}
 	}
+	c.mapper = mapper
 	for _, r := range opts.Resources {
-		gv, err := schema.ParseGroupVersion(r.APIVersion)
-		if err != nil {
+		if _, err := schema.ParseGroupVersion(r.APIVersion); err != nil {
 			return nil, fmt.Errorf("kubernetes capabilities: %s: %w", r, err)
 		}
-		mapping, err := mapper.RESTMapping(gv.WithKind(r.Kind).GroupKind(), gv.Version)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes capabilities: %s is not served by the API server: %w", r, err)
+		c.declared[r] = true
+		if _, err := c.mapKind(r); err != nil {
+			opts.Logger.Info("a kind the module may read is not served by the API server (yet); reads of it fail until it is",
+				"resource", r.String(), "error", err)
 		}
-		c.kinds[r] = kindInfo{gvr: mapping.Resource, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}
 	}
 	c.runCtx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
 	return c, nil
@@ -170,10 +177,39 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 func (c *Cluster) Close() { c.stop() }
 
 func (c *Cluster) kind(r Resource) (kindInfo, error) {
-	k, ok := c.kinds[r]
-	if !ok {
+	if !c.declared[r] {
 		return kindInfo{}, fmt.Errorf("%s is not watched", r)
 	}
+	return c.mapKind(r)
+}
+
+// mapKind maps r to its API resource, asking discovery again (at most
+// every failedScopeRetry) while the API server does not serve it.
+func (c *Cluster) mapKind(r Resource) (kindInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k, ok := c.kinds[r]; ok {
+		return k, nil
+	}
+	gv, _ := schema.ParseGroupVersion(r.APIVersion) // checked by NewCluster
+	failed, seen := c.unmapped[r]
+	mapping, err := c.mapper.RESTMapping(gv.WithKind(r.Kind).GroupKind(), gv.Version)
+	if err != nil && seen && time.Since(failed) >= failedScopeRetry {
+		if reset, ok := c.mapper.(interface{ Reset() }); ok {
+			reset.Reset() // forget the discovery answers, which predate the CRD
+			mapping, err = c.mapper.RESTMapping(gv.WithKind(r.Kind).GroupKind(), gv.Version)
+		}
+		c.unmapped[r] = time.Now()
+	}
+	if err != nil {
+		if !seen {
+			c.unmapped[r] = time.Now()
+		}
+		return kindInfo{}, fmt.Errorf("%s is not served by the API server: %w", r, err)
+	}
+	delete(c.unmapped, r)
+	k := kindInfo{gvr: mapping.Resource, namespaced: mapping.Scope.Name() == meta.RESTScopeNameNamespace}
+	c.kinds[r] = k
 	return k, nil
 }
 

@@ -159,10 +159,27 @@ func TestCluster_canICache(t *testing.T) {
 }
 
 // TestNewCluster_unservedKind: a declared kind the API server does not
-// serve fails the start, naming it.
+// serve (an operator not installed) does not stop the start; reading it
+// fails, naming it, and works once the API server serves it.
 func TestNewCluster_unservedKind(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper(nil)
-	_, err := NewCluster(t.Context(), ClusterOptions{Resources: []Resource{{"sparkoperator.k8s.io/v1beta2", "SparkApplication"}},
+	spark := Resource{"sparkoperator.k8s.io/v1beta2", "SparkApplication"}
+	c, err := NewCluster(t.Context(), ClusterOptions{Resources: []Resource{spark},
 		Dynamic: dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), Reviews: &countingReviewer{}, Mapper: mapper})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Get(t.Context(), spark, "ns", "pi", false)
 	assert.ErrorContains(t, err, "sparkoperator.k8s.io/v1beta2/SparkApplication is not served by the API server")
+	_, err = c.Get(t.Context(), Resource{"v1", "Secret"}, "ns", "x", false)
+	assert.ErrorContains(t, err, "v1/Secret is not watched", "only declared kinds")
+
+	gvk := schema.GroupVersionKind{Group: "sparkoperator.k8s.io", Version: "v1beta2", Kind: "SparkApplication"}
+	mapper.Add(gvk, meta.RESTScopeNamespace) // the CRD is installed
+	c.mu.Lock()
+	c.unmapped[spark] = time.Now().Add(-failedScopeRetry) // and the retry is due
+	c.mu.Unlock()
+	k, err := c.kind(spark)
+	require.NoError(t, err)
+	assert.Equal(t, "sparkapplications", k.gvr.Resource)
+	assert.True(t, k.namespaced)
 }
