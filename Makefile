@@ -211,7 +211,8 @@ E2E_TIMEOUT ?= 30m
 chart-render: ## Render the Helm chart (standalone and Kubewarden variants, default values) into build/chart with Helm's libraries, as make e2e installs it
 	@mkdir -p $(BUILD)/chart
 	cd test/manifests && $(GO) run ./cmd/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(CURDIR)/$(BUILD)/chart/standalone.yaml && \
-	  $(GO) run ./cmd/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: kubewarden' -out $(CURDIR)/$(BUILD)/chart/kubewarden.yaml
+	  $(GO) run ./cmd/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: kubewarden' -out $(CURDIR)/$(BUILD)/chart/kubewarden.yaml && \
+	  $(GO) run ./cmd/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -values "$$(cat $(CURDIR)/e2e/operators/values.yaml)" -out $(CURDIR)/$(BUILD)/chart/operators.yaml
 
 .PHONY: e2e
 e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1 (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold)

@@ -41,6 +41,8 @@ const (
 	// obrien has a name outside YuniKorn's user name rules (an apostrophe),
 	// which Kubernetes accepts.
 	obrien = "o'brien"
+	// rosa submits the RayCluster that YuniKorn schedules (TestOperators).
+	rosa = "rosa"
 )
 
 var users = []cluster.User{
@@ -50,9 +52,11 @@ var users = []cluster.User{
 	{Name: livy, Groups: []string{"frontends"}},
 	{Name: dave, Groups: []string{"contractors"}},
 	{Name: obrien, Groups: []string{"dev"}},
+	{Name: rosa, Groups: []string{"dev"}},
 	{Name: schedulerUser},
 	{Name: reviewerUser},
 	{Name: queueReaderUser},
+	{Name: ownerReaderUser},
 }
 
 // externalUsers replaces the shipped (empty) externalUsers setting.
@@ -87,6 +91,9 @@ type suite struct {
 	mwcManifest                 []byte
 	vwcManifest                 []byte
 	kubewardenPolicies          [][]byte // the ClusterAdmissionPolicy and its validating twin
+	// operators are the operator builds, by kbuild.Operator.Name; nil in
+	// the second pass, which runs only the YuniKorn scenarios.
+	operators map[string]kbuild.OperatorResult
 
 	clients  map[string]*kubernetes.Clientset
 	identity map[string]identity // what the API server says each user is
@@ -160,6 +167,32 @@ func run(m *testing.M) int {
 	fmt.Printf("e2e: YuniKorn scheduler %s (core %s) (%s): %.2fs, %s\n", yk.K8shimVersion, yk.CoreVersion, state,
 		yk.Duration.Seconds(), yk.Path)
 
+	// 1c. The operators of the workloads scenarios, each from its wrapper
+	// module under e2e/operators (a few minutes each, cold). The second
+	// pass runs only the YuniKorn scenarios and skips them.
+	var operators map[string]kbuild.OperatorResult
+	if os.Getenv("E2E_SHARED_CONTROLLER_CREDENTIALS") != "1" {
+		operators = map[string]kbuild.OperatorResult{}
+		for _, op := range []struct {
+			op  kbuild.Operator
+			dir string
+		}{{kbuild.KubeRay, "kuberay"}, {kbuild.JobSet, "jobset"}} {
+			buildCtx, cancelBuild = context.WithTimeout(ctx, 45*time.Minute)
+			res, err := kbuild.EnsureOperator(buildCtx, kbuild.Options{ModuleDir: filepath.Join(repo, "e2e", "operators", op.dir), Log: log}, op.op)
+			cancelBuild()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "e2e: build %s: %v\n", op.op.Name, err)
+				return 1
+			}
+			state = "cached"
+			if res.Cold {
+				state = "cold build"
+			}
+			fmt.Printf("e2e: %s %s (%s): %.2fs, %s\n", op.op.Name, res.Version, state, res.Duration.Seconds(), res.Path)
+			operators[op.op.Name] = res
+		}
+	}
+
 	// 2. The control plane.
 	began := time.Now()
 	// YuniKorn's design requires both controller credential modes to work;
@@ -178,7 +211,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	interrupted.setCluster(c)
-	e2e = &suite{cluster: c, serveBinary: serveBinary, sharedControllerCredentials: shared, timings: map[string]time.Duration{}}
+	e2e = &suite{cluster: c, serveBinary: serveBinary, sharedControllerCredentials: shared, operators: operators, timings: map[string]time.Duration{}}
 
 	code := func() int {
 		defer func() {
@@ -379,6 +412,9 @@ func createWorkloadRole(ctx context.Context, cs kubernetes.Interface) error {
 			{APIGroups: []string{""}, Resources: []string{"pods", "replicationcontrollers"}, Verbs: verbs},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments", "replicasets", "statefulsets", "daemonsets"}, Verbs: verbs},
 			{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: verbs},
+			// The operators' kinds (TestOperators).
+			{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters", "rayjobs", "rayservices"}, Verbs: verbs},
+			{APIGroups: []string{"jobset.x-k8s.io"}, Resources: []string{"jobsets"}, Verbs: verbs},
 		},
 	}
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {

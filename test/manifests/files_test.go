@@ -48,6 +48,17 @@ var fileKinds = []fileKind{
 	{name: "Helm chart", match: under("charts/"), check: checkChartFile},
 	{name: "Kubernetes objects a host-capability replay answers from", match: anyOf(under("host/kubecap/testdata/"), under("testdata/cluster/")), check: checkReplayObjects},
 	{name: "GitHub Actions workflow", match: anyOf(glob(".github/workflows/*.yml"), glob(".github/workflows/*.yaml")), check: checkWorkflow},
+	{name: "Helm values of an end-to-end rendering", match: glob("e2e/*/values.yaml"), check: checkE2EValues},
+}
+
+// checkE2EValues renders the chart with values an end-to-end scenario
+// installs (make chart-render), so a change to the chart or the policy's
+// settings that breaks them fails here rather than in the cluster.
+func checkE2EValues(t *testing.T, _ string, data []byte) {
+	var values map[string]any
+	require.NoError(t, yaml.UnmarshalStrict(data, &values))
+	ms := mustRender(t, values, "yunikorn-userinfo", webhookNamespace)
+	assert.NotEmpty(t, ms)
 }
 
 // skippedDirs (relative to the repository root) are never walked: VCS

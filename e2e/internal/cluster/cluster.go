@@ -349,6 +349,12 @@ func (c *Cluster) writeKubeconfig(name, user string) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("write the kubeconfig of %s: no token for user %q", name, user)
 	}
+	return c.WriteTokenKubeconfig(name, tok)
+}
+
+// WriteTokenKubeconfig writes a kubeconfig named name that authenticates
+// with a bearer token (a service account's, say) and returns its path.
+func (c *Cluster) WriteTokenKubeconfig(name, tok string) (string, error) {
 	content := fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -416,6 +422,17 @@ func (c *Cluster) httpClient() (*http.Client, error) {
 
 // startProcess starts one of the cluster binaries with its log in the run
 // directory.
+// StartProcess starts a program next to the cluster (an operator, say),
+// tracked like the cluster's own: its log in the run directory, stopped by
+// Stop. env is added to the environment it inherits.
+func (c *Cluster) StartProcess(name, path string, args, env []string) (*Process, error) {
+	p := c.track(&Process{Name: name, Path: path, Args: args, Env: env})
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 func (c *Cluster) startProcess(name, binary string, args ...string) (*Process, error) {
 	p := c.track(&Process{Name: name, Path: filepath.Join(c.opts.BinDir, binary), Args: args})
 	if err := p.start(); err != nil {

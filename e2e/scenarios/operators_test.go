@@ -1,0 +1,653 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/yunikorn-userinfo/userinfo/e2e/internal/cluster"
+	"github.com/yunikorn-userinfo/userinfo/e2e/internal/kbuild"
+)
+
+// ownerReaderUser is the identity the operators' webhook reads owners and
+// Pods with: exactly the owner-reader ClusterRole the chart renders for its
+// settings.
+const ownerReaderUser = "userinfo-owners"
+
+// webhookOperators labels the namespaces of the operator scenarios.
+const webhookOperators = "operators"
+
+// The operators' service accounts, in namespaces of their own as their
+// manifests install them. The webhook's settings (the chart rendering
+// build/chart/operators.yaml) name exactly these as operators.
+var (
+	kuberayAccount = types.NamespacedName{Namespace: "ray-system", Name: "kuberay-operator"}
+	jobsetAccount  = types.NamespacedName{Namespace: "jobset-system", Name: "jobset-controller-manager"}
+)
+
+var (
+	rayClusters = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
+	rayJobs     = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayjobs"}
+	jobSets     = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+	crds        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+)
+
+// operatorsEnv is what TestOperators sets up once: the operators' CRDs, the
+// webhook with the rendered settings, and the running operators.
+type operatorsEnv struct {
+	ns      string
+	dyn     map[string]dynamic.Interface // by user
+	webhook *cluster.Webhook
+}
+
+// TestOperators: the real KubeRay operator and JobSet controller, built
+// from their Go modules and run outside the cluster as their service
+// accounts, turn what alice submits into Pods. Every Pod carries alice's
+// identity, although the operators are trusted only by provenance: each
+// Pod (or Job) they create names its uid-checked controller owner, whose
+// templates the policy stamped at submission. A Spark-style executor
+// created with its driver's bound token carries the driver's identity;
+// the same executor from another Pod of the same service account does not.
+// The attacks of an operator account that tries to invent an identity are
+// refused, as is a changed template on UPDATE.
+func TestOperators(t *testing.T) {
+	start(t)
+	if e2e.operators == nil {
+		t.Fatal("the operators were not built (TestMain)")
+	}
+	env := setUpOperators(t)
+
+	t.Run("kuberay-raycluster", func(t *testing.T) { testRayCluster(t, env) })
+	t.Run("kuberay-rayjob", func(t *testing.T) { testRayJob(t, env) })
+	t.Run("kuberay-operator-cannot-invent", func(t *testing.T) { testOperatorCannotInvent(t, env) })
+	t.Run("kuberay-yunikorn", func(t *testing.T) { testRayClusterScheduled(t, env) })
+	t.Run("jobset", func(t *testing.T) { testJobSet(t, env) })
+	t.Run("spark-driver-token", func(t *testing.T) { testDriverToken(t, env) })
+}
+
+func setUpOperators(t *testing.T) *operatorsEnv {
+	t.Helper()
+	ctx := t.Context()
+	adm := client(admin)
+	began := time.Now()
+
+	// The CRDs, as the operators' modules ship them.
+	for _, op := range []string{kbuild.KubeRay.Name, kbuild.JobSet.Name} {
+		installCRDs(t, e2e.operators[op].CRDDir)
+	}
+
+	// The webhook, with the settings and the read access the chart renders
+	// for them.
+	rendering, err := cluster.ReadRendering(chartRendering(e2e.repo, "E2E_CHART_OPERATORS", "operators.yaml"))
+	require.NoError(t, err)
+	cm, err := rendering.One("ConfigMap")
+	require.NoError(t, err)
+	settings, err := cluster.AdaptSettings(cm, externalUsers)
+	require.NoError(t, err)
+	settingsFile := filepath.Join(e2e.cluster.Dir, "settings-operators.yaml")
+	require.NoError(t, os.WriteFile(settingsFile, settings, 0o600))
+	var reader *rbacv1.ClusterRole
+	for _, doc := range rendering.All("ClusterRole") {
+		var r rbacv1.ClusterRole
+		require.NoError(t, yaml.Unmarshal(doc, &r))
+		if strings.HasSuffix(r.Name, "-owner-reader") {
+			reader = &r
+		}
+	}
+	require.NotNil(t, reader, "the chart renders an owner-reader ClusterRole for these settings")
+	reader.ObjectMeta = metav1.ObjectMeta{Name: "e2e-userinfo-owner-reader"}
+	_, err = adm.RbacV1().ClusterRoles().Create(ctx, reader, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bindClusterRole(t, reader.Name, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: ownerReaderUser})
+
+	kubeconfig, err := e2e.cluster.WriteKubeconfig(ownerReaderUser)
+	require.NoError(t, err)
+	wh, err := e2e.cluster.StartWebhook(ctx, cluster.WebhookOptions{
+		Name: "serve-operators", Binary: e2e.serveBinary, SettingsFile: settingsFile,
+		ExtraArgs: []string{"--kubeconfig", kubeconfig},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, wh.Stop()) })
+	mwcManifest, err := rendering.One("MutatingWebhookConfiguration")
+	require.NoError(t, err)
+	mwc, err := cluster.AdaptWebhookConfiguration(mwcManifest, "yunikorn-userinfo-e2e-operators", wh.BaseURL, e2e.cluster.PKI.CAPEM,
+		map[string]string{webhookLabel: webhookOperators})
+	require.NoError(t, err)
+	_, err = adm.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		err := adm.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), mwc.Name, metav1.DeleteOptions{})
+		assert.NoError(t, err)
+	})
+
+	env := &operatorsEnv{ns: newNamespace(t, webhookOperators), dyn: map[string]dynamic.Interface{}, webhook: wh}
+	for _, u := range []string{admin, alice, rosa} {
+		cfg, err := e2e.cluster.Config(u)
+		require.NoError(t, err)
+		env.dyn[u], err = dynamic.NewForConfig(cfg)
+		require.NoError(t, err)
+	}
+
+	// The operators, each as its service account with the rights its
+	// manifests grant (cluster-wide here: what matters is who they are).
+	startKubeRay(t)
+	startJobSet(t)
+	t.Logf("operators set up in %.1fs", time.Since(began).Seconds())
+	return env
+}
+
+// installCRDs creates every CRD of dir and waits until each is established.
+func installCRDs(t *testing.T, dir string) {
+	t.Helper()
+	ctx := t.Context()
+	cfg, err := e2e.cluster.Config(admin)
+	require.NoError(t, err)
+	cfg.Timeout = 2 * time.Minute // the KubeRay CRDs are megabytes each
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	var names []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var obj map[string]any
+		require.NoError(t, yaml.Unmarshal(b, &obj), f)
+		u := &unstructured.Unstructured{Object: obj}
+		_, err = dyn.Resource(crds).Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err, "create CRD %s", u.GetName())
+		names = append(names, u.GetName())
+	}
+	for _, name := range names {
+		err := cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+			u, err := dyn.Resource(crds).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		require.NoError(t, err, "CRD %s established", name)
+	}
+}
+
+// operatorAccount creates a namespace and service account for an operator,
+// binds it to cluster-admin, and writes a kubeconfig with a token of it
+// (not bound to any Pod: the operators run outside the cluster).
+func operatorAccount(t *testing.T, sa types.NamespacedName) (kubeconfig string, cs *kubernetes.Clientset) {
+	t.Helper()
+	ctx := t.Context()
+	adm := client(admin)
+	_, err := adm.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sa.Namespace}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = adm.CoreV1().ServiceAccounts(sa.Namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa.Name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bindClusterRole(t, "cluster-admin", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name})
+	tok, err := adm.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubeconfig, err = e2e.cluster.WriteTokenKubeconfig(sa.Namespace+"-"+sa.Name, tok.Status.Token)
+	require.NoError(t, err)
+	cs, _ = serviceAccountClient(t, sa.Namespace, sa.Name)
+	return kubeconfig, cs
+}
+
+// bindClusterRole binds role to subject cluster-wide.
+func bindClusterRole(t *testing.T, role string, subject rbacv1.Subject) {
+	t.Helper()
+	_, err := client(admin).RbacV1().ClusterRoleBindings().Create(t.Context(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-" + nameFor(role) + "-"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{subject},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// startOperator runs an operator binary with its kubeconfig and stops it
+// when the test ends.
+func startOperator(t *testing.T, name, binary, kubeconfig string, args ...string) {
+	t.Helper()
+	p, err := e2e.cluster.StartProcess(name, binary, args, []string{"KUBECONFIG=" + kubeconfig})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, p.Stop(10*time.Second), "stop %s", name) })
+}
+
+func startKubeRay(t *testing.T) {
+	kubeconfig, _ := operatorAccount(t, kuberayAccount)
+	// Metrics and probes off ("0"): nothing listens beyond what the test
+	// needs; no leader election for one replica.
+	startOperator(t, "kuberay-operator", e2e.operators[kbuild.KubeRay.Name].Path, kubeconfig,
+		"--metrics-addr=0", "--health-probe-bind-address=0", "--enable-leader-election=false")
+}
+
+func startJobSet(t *testing.T) {
+	kubeconfig, _ := operatorAccount(t, jobsetAccount)
+	// JobSet's own webhooks are not registered (no defaulting), but its
+	// server starts: a certificate from the cluster's CA, on loopback.
+	certFile, keyFile, err := e2e.cluster.PKI.IssueServing("jobset-webhook", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	require.NoError(t, err)
+	certDir := filepath.Join(e2e.cluster.Dir, "jobset-certs")
+	require.NoError(t, os.MkdirAll(certDir, 0o700))
+	for src, dst := range map[string]string{certFile: "tls.crt", keyFile: "tls.key"} {
+		b, err := os.ReadFile(src)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(certDir, dst), b, 0o600))
+	}
+	port := freePort(t)
+	config := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+internalCertManagement:
+  enable: false
+leaderElection:
+  leaderElect: false
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+metrics:
+  bindAddress: "0"
+health:
+  healthProbeBindAddress: "0"
+`, port, certDir)
+	configFile := filepath.Join(e2e.cluster.Dir, "jobset-config.yaml")
+	require.NoError(t, os.WriteFile(configFile, []byte(config), 0o600))
+	startOperator(t, "jobset-controller", e2e.operators[kbuild.JobSet.Name].Path, kubeconfig, "--config="+configFile)
+
+	// JobSet defaults its objects in a mutating webhook of its own (its
+	// controller dereferences the defaults), registered here as its
+	// manifests register it (config/components/webhook/manifests.yaml in
+	// its module), beside ours.
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	err = cluster.Poll(t.Context(), controllerTimeout, pollInterval, func(context.Context) (bool, error) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil, nil
+	})
+	require.NoError(t, err, "the JobSet webhook server listens on %s", addr)
+	url := "https://" + addr + "/mutate-jobset-x-k8s-io-v1alpha2-jobset"
+	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-jobset-mutating-webhook-configuration"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "mjobset.kb.io",
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			FailurePolicy:           ptr.To(admissionregistrationv1.Fail),
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: e2e.cluster.PKI.CAPEM},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{webhookLabel: webhookOperators}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"jobset.x-k8s.io"}, APIVersions: []string{"v1alpha2"}, Resources: []string{"jobsets"}},
+			}},
+		}},
+	}
+	_, err = client(admin).AdmissionregistrationV1().MutatingWebhookConfigurations().Create(t.Context(), mwc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		err := client(admin).AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.WithoutCancel(t.Context()), mwc.Name, metav1.DeleteOptions{})
+		assert.NoError(t, err)
+	})
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// create creates a custom resource from YAML as user.
+func (env *operatorsEnv) create(t *testing.T, user string, gvr schema.GroupVersionResource, manifest string) *unstructured.Unstructured {
+	t.Helper()
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(manifest), &obj))
+	created, err := env.dyn[user].Resource(gvr).Namespace(env.ns).Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	require.NoError(t, err, "create %s as %s", gvr.Resource, user)
+	return created
+}
+
+// templateAnnotations returns the user.info annotation of every pod
+// template at the given paths of obj (a path's "[]" steps into each
+// element of a list).
+func templateAnnotations(t *testing.T, obj map[string]any, paths ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	var walk func(v any, where string, rest []string)
+	walk = func(v any, where string, rest []string) {
+		if len(rest) == 0 {
+			m, _ := v.(map[string]any)
+			ann, _ := m["annotations"].(map[string]any)
+			s, _ := ann[annotationKey].(string)
+			out[where] = s
+			return
+		}
+		key := rest[0]
+		list := strings.HasSuffix(key, "[]")
+		key = strings.TrimSuffix(key, "[]")
+		m, _ := v.(map[string]any)
+		if !list {
+			walk(m[key], where+"."+key, rest[1:])
+			return
+		}
+		items, _ := m[key].([]any)
+		for i, item := range items {
+			walk(item, fmt.Sprintf("%s.%s[%d]", where, key, i), rest[1:])
+		}
+	}
+	for _, p := range paths {
+		walk(obj, "", strings.Split(p, "."))
+	}
+	return out
+}
+
+// rayClusterManifest is a RayCluster with a head and a group of two
+// workers; with appID, its Pods go to YuniKorn as one application.
+func rayClusterManifest(name, appID string) string {
+	labels, sched := "{}", ""
+	if appID != "" {
+		labels, sched = "{"+appIDLabel+": "+appID+"}", "schedulerName: "+schedulerName
+	}
+	return fmt.Sprintf(`apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: %[1]s
+spec:
+  rayVersion: "2.46.0"
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      metadata:
+        labels: %[2]s
+      spec:
+        %[3]s
+        containers:
+          - name: ray-head
+            image: registry.invalid/ray:2.46.0
+            resources: {limits: {cpu: "1", memory: 2Gi}}
+  workerGroupSpecs:
+    - groupName: small
+      replicas: 2
+      minReplicas: 0
+      maxReplicas: 4
+      rayStartParams: {}
+      template:
+        metadata:
+          labels: %[2]s
+        spec:
+          %[3]s
+          containers:
+            - name: ray-worker
+              image: registry.invalid/ray:2.46.0
+              resources: {limits: {cpu: "1", memory: 1Gi}}
+`, name, labels, sched)
+}
+
+// testRayCluster: alice's RayCluster is stamped in every template at
+// submission; the KubeRay operator's head and worker Pods carry alice's
+// identity, admitted by the owner proof.
+func testRayCluster(t *testing.T, env *operatorsEnv) {
+	want := e2e.identity[alice].annotation()
+	rc := env.create(t, alice, rayClusters, rayClusterManifest("rc-alice", ""))
+	assert.Equal(t, map[string]string{
+		".spec.headGroupSpec.template.metadata":       want,
+		".spec.workerGroupSpecs[0].template.metadata": want,
+	}, templateAnnotations(t, rc.Object, "spec.headGroupSpec.template.metadata", "spec.workerGroupSpecs[].template.metadata"))
+
+	pods := waitPods(t, env.ns, "ray.io/cluster=rc-alice", 3)
+	for _, p := range pods {
+		assert.Equal(t, want, p.Annotations[annotationKey], "pod %s carries alice's identity", p.Name)
+		require.NotEmpty(t, p.OwnerReferences, p.Name)
+		assert.Equal(t, rc.GetUID(), p.OwnerReferences[0].UID, "owned by alice's RayCluster")
+	}
+	logs := admissionsFor(t, env.webhook, env.ns)
+	operator := "system:serviceaccount:" + kuberayAccount.Namespace + ":" + kuberayAccount.Name
+	assert.GreaterOrEqual(t, countAdmissions(logs, "Pod", "CREATE", operator, "allowed"), 3, "the operator created them, admitted by provenance")
+
+	// A changed template on UPDATE is refused, naming the template.
+	_, err := env.dyn[alice].Resource(rayClusters).Namespace(env.ns).Patch(t.Context(), "rc-alice", types.JSONPatchType,
+		[]byte(`[{"op":"replace","path":"/spec/workerGroupSpecs/0/template/metadata/annotations/yunikorn.apache.org~1user.info","value":"{\"user\":\"bob\"}"}]`),
+		metav1.PatchOptions{})
+	requireRefused(t, err, workloadsWebhook, msgChangeNotAllowed+": request.object.spec.workerGroupSpecs[0].template.metadata.annotations")
+}
+
+// testRayClusterScheduled: YuniKorn schedules the Pods KubeRay creates for
+// rosa's RayCluster, in one application that its REST API reports as
+// rosa's, with her groups, in her own queue: the operator created every
+// Pod, the submitter is who YuniKorn charges. (rosa rather than alice,
+// whose per-user usage the YuniKorn scenarios count.)
+func testRayClusterScheduled(t *testing.T, env *operatorsEnv) {
+	appID := "rc-rosa-" + env.ns
+	env.create(t, rosa, rayClusters, rayClusterManifest("rc-rosa", appID))
+	pods := waitPods(t, env.ns, "ray.io/cluster=rc-rosa", 3)
+	want := e2e.identity[rosa]
+	for _, p := range pods {
+		require.Equal(t, schedulerName, p.Spec.SchedulerName, "pod %s", p.Name)
+		assert.Equal(t, want.annotation(), p.Annotations[annotationKey], "pod %s carries rosa's identity", p.Name)
+		app := waitScheduled(t, env.ns, p.Name, appID)
+		assert.Equal(t, want.User, app.User, "YuniKorn charges rosa for pod %s", p.Name)
+		assert.Equal(t, want.Groups, app.Groups)
+		assert.Equal(t, "root.rosa", app.QueueName)
+	}
+}
+
+// testRayJob: the RayCluster the operator creates for alice's RayJob
+// carries the RayJob's identity, and so do its Pods.
+func testRayJob(t *testing.T, env *operatorsEnv) {
+	want := e2e.identity[alice].annotation()
+	spec := strings.ReplaceAll(strings.SplitN(rayClusterManifest("unused", ""), "spec:\n", 2)[1], "\n", "\n  ")
+	rj := env.create(t, alice, rayJobs, `apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: rj-alice
+spec:
+  entrypoint: python -c "print(1)"
+  shutdownAfterJobFinishes: false
+  rayClusterSpec:
+  `+spec)
+	var rc *unstructured.Unstructured
+	err := cluster.Poll(t.Context(), controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+		l, err := env.dyn[admin].Resource(rayClusters).Namespace(env.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for i := range l.Items {
+			for _, o := range l.Items[i].GetOwnerReferences() {
+				if o.UID == rj.GetUID() {
+					rc = &l.Items[i]
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "KubeRay creates the RayJob's RayCluster")
+	assert.Equal(t, map[string]string{
+		".spec.headGroupSpec.template.metadata":       want,
+		".spec.workerGroupSpecs[0].template.metadata": want,
+	}, templateAnnotations(t, rc.Object, "spec.headGroupSpec.template.metadata", "spec.workerGroupSpecs[].template.metadata"))
+	for _, p := range waitPods(t, env.ns, "ray.io/cluster="+rc.GetName(), 3) {
+		assert.Equal(t, want, p.Annotations[annotationKey], "pod %s carries alice's identity", p.Name)
+	}
+}
+
+// testOperatorCannotInvent: the KubeRay operator's own account, creating
+// Pods itself, cannot attribute them to anyone its owners do not record.
+func testOperatorCannotInvent(t *testing.T, env *operatorsEnv) {
+	ctx := t.Context()
+	_, op := serviceAccountClient(t, kuberayAccount.Namespace, kuberayAccount.Name)
+	opClient, _ := serviceAccountClient(t, kuberayAccount.Namespace, kuberayAccount.Name)
+	rc := env.create(t, alice, rayClusters, rayClusterManifest("rc-target", ""))
+	aliceValue := e2e.identity[alice].annotation()
+	bobValue := `{"user":"bob","groups":["ops","system:authenticated"]}`
+	owner := metav1.OwnerReference{APIVersion: "ray.io/v1", Kind: "RayCluster", Name: rc.GetName(), UID: rc.GetUID(), Controller: ptr.To(true)}
+	prefix := op.notAllowed() + ": owner proof failed: "
+	for _, tc := range []struct {
+		name, value, ns string
+		owner           metav1.OwnerReference
+		message         string
+	}{
+		{name: "invented", value: bobValue, owner: owner,
+			message: prefix + "RayCluster " + env.ns + "/rc-target records " + aliceValue + ", not the value supplied"},
+		{name: "forged-uid", value: aliceValue, owner: func() metav1.OwnerReference { o := owner; o.UID = "00000000-0000-4000-8000-000000000000"; return o }(),
+			message: prefix + "RayCluster " + env.ns + "/rc-target has uid " + string(rc.GetUID()) + ", not the uid 00000000-0000-4000-8000-000000000000 the ownerReference names"},
+		{name: "not-controller", value: aliceValue, owner: func() metav1.OwnerReference { o := owner; o.Controller = nil; return o }(),
+			message: prefix + "the object has no controller ownerReference"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := newPod("forged-"+tc.name, map[string]string{annotationKey: tc.value})
+			pod.OwnerReferences = []metav1.OwnerReference{tc.owner}
+			_, err := opClient.CoreV1().Pods(env.ns).Create(ctx, pod, metav1.CreateOptions{})
+			requireRefused(t, err, workloadsWebhook, tc.message)
+		})
+	}
+	t.Run("other-namespace", func(t *testing.T) {
+		other := newNamespace(t, webhookOperators)
+		pod := newPod("forged", map[string]string{annotationKey: aliceValue})
+		pod.OwnerReferences = []metav1.OwnerReference{owner}
+		_, err := opClient.CoreV1().Pods(other).Create(ctx, pod, metav1.CreateOptions{})
+		requireRefused(t, err, workloadsWebhook, prefix+"RayCluster "+other+"/rc-target does not exist")
+	})
+}
+
+// testJobSet: alice's JobSet is stamped; the JobSet controller creates its
+// Jobs (owner proof), kube-controller-manager their Pods: all alice's.
+func testJobSet(t *testing.T, env *operatorsEnv) {
+	want := e2e.identity[alice].annotation()
+	js := env.create(t, alice, jobSets, `apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: js-alice
+spec:
+  replicatedJobs:
+    - name: workers
+      replicas: 2
+      template:
+        spec:
+          parallelism: 1
+          completions: 1
+          backoffLimit: 0
+          template:
+            spec:
+              restartPolicy: Never
+              containers:
+                - name: c
+                  image: registry.invalid/e2e:1
+`)
+	assert.Equal(t, map[string]string{".spec.replicatedJobs[0].template.spec.template.metadata": want},
+		templateAnnotations(t, js.Object, "spec.replicatedJobs[].template.spec.template.metadata"))
+	var jobs []string
+	err := cluster.Poll(t.Context(), controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+		l, err := client(admin).BatchV1().Jobs(env.ns).List(ctx, metav1.ListOptions{LabelSelector: "jobset.sigs.k8s.io/jobset-name=js-alice"})
+		if err != nil {
+			return false, nil
+		}
+		jobs = jobs[:0]
+		for _, j := range l.Items {
+			assert.Equal(t, want, j.Spec.Template.Annotations[annotationKey], "job %s", j.Name)
+			jobs = append(jobs, j.Name)
+		}
+		return len(jobs) == 2, nil
+	})
+	require.NoError(t, err, "the JobSet controller creates two Jobs (have %v)", jobs)
+	for _, p := range waitPods(t, env.ns, "jobset.sigs.k8s.io/jobset-name=js-alice", 2) {
+		assert.Equal(t, want, p.Annotations[annotationKey], "pod %s carries alice's identity", p.Name)
+	}
+	logs := admissionsFor(t, env.webhook, env.ns)
+	operator := "system:serviceaccount:" + jobsetAccount.Namespace + ":" + jobsetAccount.Name
+	assert.Equal(t, 2, countAdmissions(logs, "Job", "CREATE", operator, "allowed"), "the controller created the Jobs, admitted by provenance")
+}
+
+// testDriverToken: the Spark chain without Spark. alice's driver Pod runs
+// as service account spark; an executor created with a token bound to the
+// driver, and owned by it, carries the driver's identity; one created with
+// a token bound to another Pod of the same account is refused.
+func testDriverToken(t *testing.T, env *operatorsEnv) {
+	ctx := t.Context()
+	adm := client(admin)
+	_, err := adm.CoreV1().ServiceAccounts(env.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "spark"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = adm.RbacV1().RoleBindings(env.ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "spark-creates-executors"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: workloadRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ns, Name: "spark"}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	runAs := func(name string) *corev1.Pod {
+		p := newPod(name, nil)
+		p.Spec.ServiceAccountName = "spark"
+		created, err := client(alice).CoreV1().Pods(env.ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return created
+	}
+	driver := runAs("spark-pi-driver")
+	notebook := runAs("notebook")
+	want := e2e.identity[alice].annotation()
+	require.Equal(t, want, driver.Annotations[annotationKey])
+
+	boundClient := func(p *corev1.Pod) (*kubernetes.Clientset, identity) {
+		tok, err := adm.CoreV1().ServiceAccounts(env.ns).CreateToken(ctx, "spark", &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600)),
+				BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		cfg, err := e2e.cluster.Config(admin)
+		require.NoError(t, err)
+		cfg.BearerToken = tok.Status.Token
+		cs, err := kubernetes.NewForConfig(cfg)
+		require.NoError(t, err)
+		id, err := whoAmI(ctx, cs)
+		require.NoError(t, err)
+		return cs, id
+	}
+	executor := func(name string, annotations map[string]string) *corev1.Pod {
+		p := newPod(name, annotations)
+		p.Spec.ServiceAccountName = "spark"
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: driver.Name, UID: driver.UID, Controller: ptr.To(true)}}
+		return p
+	}
+
+	fromDriver, _ := boundClient(driver)
+	p, err := fromDriver.CoreV1().Pods(env.ns).Create(ctx, executor("exec-1", map[string]string{annotationKey: want}), metav1.CreateOptions{})
+	require.NoError(t, err, "the driver's executor, carrying the driver's identity")
+	assert.Equal(t, want, p.Annotations[annotationKey])
+	p, err = fromDriver.CoreV1().Pods(env.ns).Create(ctx, executor("exec-2", nil), metav1.CreateOptions{})
+	require.NoError(t, err, "the driver's executor, carrying nothing")
+	assert.Equal(t, want, p.Annotations[annotationKey], "stamped with the driver's identity, not the service account's")
+
+	fromNotebook, id := boundClient(notebook)
+	_, err = fromNotebook.CoreV1().Pods(env.ns).Create(ctx, executor("exec-3", map[string]string{annotationKey: want}), metav1.CreateOptions{})
+	requireRefused(t, err, workloadsWebhook, id.notAllowed()+": pod-token proof failed: the controller ownerReference (Pod spark-pi-driver, uid "+
+		string(driver.UID)+") is not the Pod the submitter's token is bound to (notebook, uid "+string(notebook.UID)+")")
+}
