@@ -36,6 +36,10 @@ func BenchmarkCapabilities(b *testing.B) {
 		"pod/queue/enforce/refused",
 		"pod/create/present/external-user",
 		"pod/create/present/rbac/granted",
+		"pod/provenance/owner/pod-copies-raycluster",
+		"pod/provenance/owner/pod-inherits-raycluster",
+		"pod/provenance/pod-token/executor-of-driver",
+		"workloads/kuberay/create-stamps-every-template",
 	} {
 		c, ok := byName[name]
 		require.True(b, ok, name)
