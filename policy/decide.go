@@ -141,6 +141,7 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 		d, err = decideCreate(s, r, kind, id, cur)
 		if err == nil {
 			d = checkQueue(d, r, s, kind, cur)
+			d = checkAppOwnership(d, r, s, kind, cur)
 		}
 	} else {
 		d, err = decideUpdate(r, path, cur)

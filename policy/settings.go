@@ -21,10 +21,11 @@ const (
 	keyQueueCheck       = "queueCheck"
 	keyWorkloads        = "workloads"
 	keyTrustPodTokens   = "trustPodTokens"
+	keyAppOwnership     = "applicationOwnership"
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -64,6 +65,10 @@ type Settings struct {
 	// another Pod that is its controller, that Pod's identity
 	// (docs/BEHAVIOUR.md §3.4).
 	TrustPodTokens bool
+	// AppOwnership, when set and not off, refuses or warns about a Pod
+	// that joins another user's YuniKorn application (docs/BEHAVIOUR.md
+	// §3.5).
+	AppOwnership *appOwnershipSettings
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -110,6 +115,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.QueueCheck = parseQueueCheck(&errs, v)
 		case keyWorkloads:
 			s.Workloads = parseWorkloads(&errs, &s.Warnings, v)
+		case keyAppOwnership:
+			s.AppOwnership = parseAppOwnership(&errs, v)
 		case keyTrustPodTokens:
 			s.TrustPodTokens = parseBool(&errs, key, v, s.TrustPodTokens)
 		case keySystemUsers:

@@ -16,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -445,7 +446,8 @@ func testRayCluster(t *testing.T, env *operatorsEnv) {
 // rosa's RayCluster, in one application that its REST API reports as
 // rosa's, with her groups, in her own queue: the operator created every
 // Pod, the submitter is who YuniKorn charges. (rosa rather than alice,
-// whose per-user usage the YuniKorn scenarios count.)
+// whose per-user usage the YuniKorn scenarios count.) Another user's Pod
+// that names her application is refused.
 func testRayClusterScheduled(t *testing.T, env *operatorsEnv) {
 	appID := "rc-rosa-" + env.ns
 	env.create(t, rosa, rayClusters, rayClusterManifest("rc-rosa", appID))
@@ -459,6 +461,20 @@ func testRayClusterScheduled(t *testing.T, env *operatorsEnv) {
 		assert.Equal(t, want.Groups, app.Groups)
 		assert.Equal(t, "root.rosa", app.QueueName)
 	}
+
+	// applicationOwnership (enforce in these settings): bob's Pod naming
+	// rosa's application is refused; his own application is his.
+	intruder := ykPod("intruder", appID, nil)
+	_, err := client(bob).CoreV1().Pods(env.ns).Create(t.Context(), intruder, metav1.CreateOptions{})
+	require.Error(t, err, "bob joins rosa's application")
+	var status apierrors.APIStatus
+	require.ErrorAs(t, err, &status)
+	assert.EqualValues(t, 403, status.Status().Code)
+	msg := status.Status().Message
+	prefix := fmt.Sprintf("admission webhook %q denied the request: application %s in namespace %s belongs to user rosa (pod rc-rosa-", workloadsWebhook, appID, env.ns)
+	assert.True(t, strings.HasPrefix(msg, prefix) && strings.HasSuffix(msg, "): a pod of user bob may not join it"), msg)
+	_, err = client(bob).CoreV1().Pods(env.ns).Create(t.Context(), ykPod("bobs-own", "bob-app-"+env.ns, nil), metav1.CreateOptions{})
+	require.NoError(t, err, "an application of his own")
 }
 
 // testRayJob: the RayCluster the operator creates for alice's RayJob

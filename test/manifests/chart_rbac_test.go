@@ -197,7 +197,11 @@ func TestChart_workloads(t *testing.T) {
 	require.NotNil(t, kw.server)
 	assert.NotEmpty(t, kw.server.Spec.ServiceAccountName)
 
-	off := renderRBAC(t, "settings: {workloads: [jobset]}", webhookNamespace)
+	owned := renderRBAC(t, "settings: {applicationOwnership: {mode: enforce}}", webhookNamespace)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: read}},
+		owned.roles["yunikorn-userinfo-owner-reader"].Rules, "applicationOwnership lists Pods")
+
+	off := renderRBAC(t, "settings: {workloads: [jobset], applicationOwnership: 'off'}", webhookNamespace)
 	assert.NotContains(t, off.roles, "yunikorn-userinfo-owner-reader", "no operators named, nothing to read")
 	assert.Equal(t, false, *off.deploy.Spec.Template.Spec.AutomountServiceAccountToken)
 }
