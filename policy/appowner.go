@@ -37,16 +37,7 @@ const (
 func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSettings {
 	const key = "settings." + keyAppOwnership
 	a := &appOwnershipSettings{mode: queueCheckOff, schedulerName: "yunikorn"}
-	mode := func(path string, m gjson.Result) {
-		switch {
-		case m.Type != gjson.String:
-			errs.problems = append(errs.problems, path+": must be one of enforce, warn, off, got "+describe(m))
-		case str(m) == queueCheckOff || str(m) == queueCheckWarn || str(m) == queueCheckEnforce:
-			a.mode = str(m)
-		default:
-			errs.problems = append(errs.problems, path+": must be one of enforce, warn, off, got "+quote(str(m)))
-		}
-	}
+	mode := func(path string, m gjson.Result) { parseMode(errs, path, m, &a.mode) }
 	if v.Type == gjson.String {
 		mode(key, v)
 		return a

@@ -30,21 +30,24 @@ type queueCheckSettings struct {
 var defaultQueueCheck = queueCheckSettings{mode: queueCheckOff, namespace: "yunikorn", partition: "default",
 	schedulerName: "yunikorn", policyGroup: "queues"}
 
+// parseMode reads a check's mode (enforce, warn or off) into dst.
+func parseMode(errs *settingsError, path string, m gjson.Result, dst *string) {
+	switch {
+	case m.Type != gjson.String:
+		errs.problems = append(errs.problems, path+": must be one of enforce, warn, off, got "+describe(m))
+	case str(m) == queueCheckOff || str(m) == queueCheckWarn || str(m) == queueCheckEnforce:
+		*dst = str(m)
+	default:
+		errs.problems = append(errs.problems, path+": must be one of enforce, warn, off, got "+quote(str(m)))
+	}
+}
+
 // parseQueueCheck reads queueCheck: a mode string, or an object with mode
 // (required) and the optional locations.
 func parseQueueCheck(errs *settingsError, v gjson.Result) *queueCheckSettings {
 	const key = "settings." + keyQueueCheck
 	q := defaultQueueCheck
-	mode := func(path string, m gjson.Result) {
-		switch {
-		case m.Type != gjson.String:
-			errs.problems = append(errs.problems, path+": must be one of enforce, warn, off, got "+describe(m))
-		case str(m) == queueCheckOff || str(m) == queueCheckWarn || str(m) == queueCheckEnforce:
-			q.mode = str(m)
-		default:
-			errs.problems = append(errs.problems, path+": must be one of enforce, warn, off, got "+quote(str(m)))
-		}
-	}
+	mode := func(path string, m gjson.Result) { parseMode(errs, path, m, &q.mode) }
 	if v.Type == gjson.String {
 		mode(key, v)
 		return &q

@@ -515,49 +515,33 @@ func parseWorkloadObject(errs *settingsError, warnings *[]string, field string, 
 			}
 		case "paths":
 			hasPaths = true
-			if !f.IsArray() {
-				errs.problems = append(errs.problems, path+": must be an array of annotation paths, got "+describe(f))
-				return
-			}
-			j := 0
-			f.ForEach(func(_, p gjson.Result) bool {
-				pf := path + "[" + strconv.Itoa(j) + "]"
-				j++
+			eachElement(errs, path, f, "an array of annotation paths", func(pf string, p gjson.Result) {
 				if p.Type != gjson.String {
 					errs.problems = append(errs.problems, pf+": must be a string, got "+describe(p))
-					return true
+					return
 				}
 				ap, problem := parseAnnotationPath(str(p))
 				if problem != "" {
 					errs.problems = append(errs.problems, pf+": "+quote(str(p))+" "+problem)
-					return true
+					return
 				}
 				paths = append(paths, ap)
-				return true
 			})
 		case "operators":
 			if list, ok := parseListAt(errs, path, f); ok {
 				w.operators = compileAll(errs, warnings, strings.TrimPrefix(path, "settings."), list)
 			}
 		case "owners":
-			if !f.IsArray() {
-				errs.problems = append(errs.problems, path+": must be an array of kinds (group/Kind, or Kind for the core group), got "+describe(f))
-				return
-			}
-			j := 0
-			f.ForEach(func(_, o gjson.Result) bool {
-				of := path + "[" + strconv.Itoa(j) + "]"
-				j++
+			eachElement(errs, path, f, "an array of kinds (group/Kind, or Kind for the core group)", func(of string, o gjson.Result) {
 				if o.Type != gjson.String || str(o) == "" || strings.Count(str(o), "/") > 1 {
 					errs.problems = append(errs.problems, of+": must be a kind as group/Kind (Kind for the core group), got "+describe(o))
-					return true
+					return
 				}
 				g, k, found := strings.Cut(str(o), "/")
 				if !found {
 					g, k = "", g
 				}
 				extraOwners = append(extraOwners, kindRef{g, k})
-				return true
 			})
 		default:
 			errs.problems = append(errs.problems, field+": unknown key "+quote(name)+" (known keys: preset, group, version, kind, resource, paths, operators, owners)")
@@ -582,6 +566,21 @@ func parseWorkloadObject(errs *settingsError, warnings *[]string, field string, 
 	}
 	w.owners = append(w.owners, extraOwners...)
 	return w, len(errs.problems) == n
+}
+
+// eachElement calls f with each element of the settings array v at path
+// (and the element's path), or reports that v must be what.
+func eachElement(errs *settingsError, path string, v gjson.Result, what string, f func(path string, e gjson.Result)) {
+	if !v.IsArray() {
+		errs.problems = append(errs.problems, path+": must be "+what+", got "+describe(v))
+		return
+	}
+	i := 0
+	v.ForEach(func(_, e gjson.Result) bool {
+		f(path+"["+strconv.Itoa(i)+"]", e)
+		i++
+		return true
+	})
 }
 
 // parseListAt is parseList for a list below the top level.

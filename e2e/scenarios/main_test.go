@@ -176,7 +176,7 @@ func run(m *testing.M) int {
 		for _, op := range []struct {
 			op  kbuild.Operator
 			dir string
-		}{{kbuild.KubeRay, "kuberay"}, {kbuild.JobSet, "jobset"}} {
+		}{{kbuild.KubeRay, "kuberay"}, {kbuild.JobSet, "jobset"}, {kbuild.TrainingOperator, "training"}} {
 			buildCtx, cancelBuild = context.WithTimeout(ctx, 45*time.Minute)
 			res, err := kbuild.EnsureOperator(buildCtx, kbuild.Options{ModuleDir: filepath.Join(repo, "e2e", "operators", op.dir), Log: log}, op.op)
 			cancelBuild()
@@ -415,6 +415,7 @@ func createWorkloadRole(ctx context.Context, cs kubernetes.Interface) error {
 			// The operators' kinds (TestOperators).
 			{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters", "rayjobs", "rayservices"}, Verbs: verbs},
 			{APIGroups: []string{"jobset.x-k8s.io"}, Resources: []string{"jobsets"}, Verbs: verbs},
+			{APIGroups: []string{"kubeflow.org"}, Resources: []string{"pytorchjobs"}, Verbs: verbs},
 		},
 	}
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {

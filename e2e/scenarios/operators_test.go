@@ -42,14 +42,16 @@ const webhookOperators = "operators"
 // manifests install them. The webhook's settings (the chart rendering
 // build/chart/operators.yaml) name exactly these as operators.
 var (
-	kuberayAccount = types.NamespacedName{Namespace: "ray-system", Name: "kuberay-operator"}
-	jobsetAccount  = types.NamespacedName{Namespace: "jobset-system", Name: "jobset-controller-manager"}
+	kuberayAccount  = types.NamespacedName{Namespace: "ray-system", Name: "kuberay-operator"}
+	jobsetAccount   = types.NamespacedName{Namespace: "jobset-system", Name: "jobset-controller-manager"}
+	trainingAccount = types.NamespacedName{Namespace: "kubeflow", Name: "training-operator"}
 )
 
 var (
 	rayClusters = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayclusters"}
 	rayJobs     = schema.GroupVersionResource{Group: "ray.io", Version: "v1", Resource: "rayjobs"}
 	jobSets     = schema.GroupVersionResource{Group: "jobset.x-k8s.io", Version: "v1alpha2", Resource: "jobsets"}
+	pytorchJobs = schema.GroupVersionResource{Group: "kubeflow.org", Version: "v1", Resource: "pytorchjobs"}
 	crds        = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 )
 
@@ -83,6 +85,7 @@ func TestOperators(t *testing.T) {
 	t.Run("kuberay-operator-cannot-invent", func(t *testing.T) { testOperatorCannotInvent(t, env) })
 	t.Run("kuberay-yunikorn", func(t *testing.T) { testRayClusterScheduled(t, env) })
 	t.Run("jobset", func(t *testing.T) { testJobSet(t, env) })
+	t.Run("kubeflow-pytorchjob", func(t *testing.T) { testPyTorchJob(t, env) })
 	t.Run("spark-driver-token", func(t *testing.T) { testDriverToken(t, env) })
 }
 
@@ -93,7 +96,7 @@ func setUpOperators(t *testing.T) *operatorsEnv {
 	began := time.Now()
 
 	// The CRDs, as the operators' modules ship them.
-	for _, op := range []string{kbuild.KubeRay.Name, kbuild.JobSet.Name} {
+	for _, op := range []string{kbuild.KubeRay.Name, kbuild.JobSet.Name, kbuild.TrainingOperator.Name} {
 		installCRDs(t, e2e.operators[op].CRDDir)
 	}
 
@@ -153,6 +156,7 @@ func setUpOperators(t *testing.T) *operatorsEnv {
 	// manifests grant (cluster-wide here: what matters is who they are).
 	startKubeRay(t)
 	startJobSet(t)
+	startTrainingOperator(t)
 	t.Logf("operators set up in %.1fs", time.Since(began).Seconds())
 	return env
 }
@@ -317,6 +321,28 @@ health:
 		err := client(admin).AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.WithoutCancel(t.Context()), mwc.Name, metav1.DeleteOptions{})
 		assert.NoError(t, err)
 	})
+}
+
+// startTrainingOperator runs the Kubeflow training operator, built with the
+// patch that binds its webhook server to loopback with a certificate from
+// the suite's CA (kbuild.TrainingOperator); its webhooks are not
+// registered.
+func startTrainingOperator(t *testing.T) {
+	kubeconfig, _ := operatorAccount(t, trainingAccount)
+	certFile, keyFile, err := e2e.cluster.PKI.IssueServing("training-webhook", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	require.NoError(t, err)
+	certDir := filepath.Join(e2e.cluster.Dir, "training-certs")
+	require.NoError(t, os.MkdirAll(certDir, 0o700))
+	for src, dst := range map[string]string{certFile: "tls.crt", keyFile: "tls.key"} {
+		b, err := os.ReadFile(src)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(certDir, dst), b, 0o600))
+	}
+	p, err := e2e.cluster.StartProcess("training-operator", e2e.operators[kbuild.TrainingOperator.Name].Path,
+		[]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-server-port=%d", freePort(t))},
+		[]string{"KUBECONFIG=" + kubeconfig, kbuild.TrainingWebhookCertDirEnv + "=" + certDir})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, p.Stop(10*time.Second), "stop the training operator") })
 }
 
 // freePort returns a loopback port that was free a moment ago.
@@ -666,4 +692,45 @@ func testDriverToken(t *testing.T, env *operatorsEnv) {
 	_, err = fromNotebook.CoreV1().Pods(env.ns).Create(ctx, executor("exec-3", map[string]string{annotationKey: want}), metav1.CreateOptions{})
 	requireRefused(t, err, workloadsWebhook, id.notAllowed()+": pod-token proof failed: the controller ownerReference (Pod spark-pi-driver, uid "+
 		string(driver.UID)+") is not the Pod the submitter's token is bound to (notebook, uid "+string(notebook.UID)+")")
+}
+
+// testPyTorchJob: alice's PyTorchJob is stamped in every replica
+// template; the training operator's master and worker Pods carry her
+// identity, admitted by the owner proof.
+func testPyTorchJob(t *testing.T, env *operatorsEnv) {
+	want := e2e.identity[alice].annotation()
+	job := env.create(t, alice, pytorchJobs, `apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: pt-alice
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: registry.invalid/pytorch:2
+    Worker:
+      replicas: 2
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+            - name: pytorch
+              image: registry.invalid/pytorch:2
+`)
+	specs, _, _ := unstructured.NestedMap(job.Object, "spec", "pytorchReplicaSpecs")
+	for role := range specs {
+		ann, _, _ := unstructured.NestedString(job.Object, "spec", "pytorchReplicaSpecs", role, "template", "metadata", "annotations", annotationKey)
+		assert.Equal(t, want, ann, "replica %s is stamped", role)
+	}
+	for _, p := range waitPods(t, env.ns, "training.kubeflow.org/job-name=pt-alice", 3) {
+		assert.Equal(t, want, p.Annotations[annotationKey], "pod %s carries alice's identity", p.Name)
+	}
+	logs := admissionsFor(t, env.webhook, env.ns)
+	operator := "system:serviceaccount:" + trainingAccount.Namespace + ":" + trainingAccount.Name
+	assert.Equal(t, 3, countAdmissions(logs, "Pod", "CREATE", operator, "allowed"), "the operator created them, admitted by provenance")
 }

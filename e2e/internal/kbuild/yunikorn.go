@@ -96,27 +96,14 @@ func EnsureScheduler(ctx context.Context, opts Options) (SchedulerResult, error)
 		_, errBin := os.Stat(res.Path)
 		return errStamp == nil && errBin == nil
 	}
-	if done() {
-		res.Duration = time.Since(start)
-		return res, nil
-	}
-	if err := os.MkdirAll(opts.CacheRoot, 0o755); err != nil {
-		return SchedulerResult{}, fmt.Errorf("create the cache directory: %w", err)
-	}
-	unlock, err := lock(ctx, filepath.Join(opts.CacheRoot, name+".lock"), opts.LockTimeout)
+	cold, err := lockedBuild(ctx, opts, name, done, func() error {
+		opts.Log.Info("building the YuniKorn scheduler (cold, about 5.5 minutes on 2 cores)", "dir", dir)
+		return buildScheduler(ctx, opts, dirs[coreModule], name, dir)
+	})
 	if err != nil {
 		return SchedulerResult{}, err
 	}
-	defer unlock()
-	if done() {
-		res.Duration = time.Since(start)
-		return res, nil
-	}
-	opts.Log.Info("building the YuniKorn scheduler (cold, about 5.5 minutes on 2 cores)", "dir", dir)
-	if err := buildScheduler(ctx, opts, dirs[coreModule], name, dir); err != nil {
-		return SchedulerResult{}, err
-	}
-	res.Cold = true
+	res.Cold = cold
 	res.Duration = time.Since(start)
 	return res, nil
 }
