@@ -257,15 +257,7 @@ func startJobSet(t *testing.T) {
 	kubeconfig, _ := operatorAccount(t, jobsetAccount)
 	// JobSet's own webhooks are not registered (no defaulting), but its
 	// server starts: a certificate from the cluster's CA, on loopback.
-	certFile, keyFile, err := e2e.cluster.PKI.IssueServing("jobset-webhook", []net.IP{net.ParseIP("127.0.0.1")}, nil)
-	require.NoError(t, err)
-	certDir := filepath.Join(e2e.cluster.Dir, "jobset-certs")
-	require.NoError(t, os.MkdirAll(certDir, 0o700))
-	for src, dst := range map[string]string{certFile: "tls.crt", keyFile: "tls.key"} {
-		b, err := os.ReadFile(src)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(certDir, dst), b, 0o600))
-	}
+	certDir := servingCertDir(t, "jobset")
 	port := freePort(t)
 	config := fmt.Sprintf(`apiVersion: config.jobset.x-k8s.io/v1alpha1
 kind: Configuration
@@ -291,7 +283,7 @@ health:
 	// manifests register it (config/components/webhook/manifests.yaml in
 	// its module), beside ours.
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	err = cluster.Poll(t.Context(), controllerTimeout, pollInterval, func(context.Context) (bool, error) {
+	err := cluster.Poll(t.Context(), controllerTimeout, pollInterval, func(context.Context) (bool, error) {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
@@ -329,20 +321,29 @@ health:
 // registered.
 func startTrainingOperator(t *testing.T) {
 	kubeconfig, _ := operatorAccount(t, trainingAccount)
-	certFile, keyFile, err := e2e.cluster.PKI.IssueServing("training-webhook", []net.IP{net.ParseIP("127.0.0.1")}, nil)
-	require.NoError(t, err)
-	certDir := filepath.Join(e2e.cluster.Dir, "training-certs")
-	require.NoError(t, os.MkdirAll(certDir, 0o700))
-	for src, dst := range map[string]string{certFile: "tls.crt", keyFile: "tls.key"} {
-		b, err := os.ReadFile(src)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(certDir, dst), b, 0o600))
-	}
+	certDir := servingCertDir(t, "training")
 	p, err := e2e.cluster.StartProcess("training-operator", e2e.operators[kbuild.TrainingOperator.Name].Path,
 		[]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-server-port=%d", freePort(t))},
 		[]string{"KUBECONFIG=" + kubeconfig, kbuild.TrainingWebhookCertDirEnv + "=" + certDir})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, p.Stop(10*time.Second), "stop the training operator") })
+}
+
+// servingCertDir writes a loopback serving certificate from the suite's CA
+// as tls.crt and tls.key into a directory of its own, the layout
+// controller-runtime's webhook server reads.
+func servingCertDir(t *testing.T, name string) string {
+	t.Helper()
+	certFile, keyFile, err := e2e.cluster.PKI.IssueServing(name+"-webhook", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	require.NoError(t, err)
+	dir := filepath.Join(e2e.cluster.Dir, name+"-certs")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	for src, dst := range map[string]string{certFile: "tls.crt", keyFile: "tls.key"} {
+		b, err := os.ReadFile(src)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, dst), b, 0o600))
+	}
+	return dir
 }
 
 // freePort returns a loopback port that was free a moment ago.

@@ -207,16 +207,7 @@ func patchedModule(opts Options, op Operator, modDir, tmp string) (string, error
 		return "", fmt.Errorf("copy %s: %w", op.Module, err)
 	}
 	// The module cache is read-only: the copy must be writable to patch.
-	if err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		mode := os.FileMode(0o644)
-		if d.IsDir() {
-			mode = 0o755
-		}
-		return os.Chmod(p, mode)
-	}); err != nil {
+	if err := makeWritable(src); err != nil {
 		return "", fmt.Errorf("make the copy of %s writable: %w", op.Module, err)
 	}
 	if err := op.Patch(src); err != nil {

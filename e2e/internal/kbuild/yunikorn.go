@@ -198,16 +198,7 @@ func patchRESTAddr(core string) error {
 	ws := filepath.Join(core, "pkg", "webservice")
 	path := filepath.Join(ws, "webservice.go")
 	// The module cache is read-only; the copy keeps its modes.
-	if err := filepath.WalkDir(core, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		mode := os.FileMode(0o644)
-		if d.IsDir() {
-			mode = 0o755
-		}
-		return os.Chmod(p, mode)
-	}); err != nil {
+	if err := makeWritable(core); err != nil {
 		return fmt.Errorf("make the core copy writable: %w", err)
 	}
 	src, err := os.ReadFile(path)
@@ -225,4 +216,19 @@ func patchRESTAddr(core string) error {
 		return fmt.Errorf("patch yunikorn-core: %w", err)
 	}
 	return nil
+}
+
+// makeWritable gives a copy of a module from the read-only module cache
+// the modes of an ordinary source tree.
+func makeWritable(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if d.IsDir() {
+			mode = 0o755
+		}
+		return os.Chmod(p, mode)
+	})
 }
