@@ -133,25 +133,13 @@ func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur *po
 	user, _ := recordedIdentity(d, cur, s)
 	owner, ownerPod, err := appOwner(ns, appID, ao.schedulerName, user, s)
 	if err != nil {
-		why := "the Pods of application " + appID + " could not be listed: " + err.Error()
-		logWarning("application ownership check skipped", why)
-		d.warnings = append(d.warnings, "application ownership check skipped: "+why)
-		d.rule += "; application ownership skipped"
-		return d
+		return checkSkipped(d, "application ownership check", "the Pods of application "+appID+" could not be listed: "+err.Error())
 	}
 	if owner == "" {
 		return d
 	}
-	msg := "application " + appID + " in namespace " + ns + " belongs to user " + owner + " (pod " + ownerPod +
-		"): a pod of user " + user + " may not join it"
-	if ao.mode == queueCheckWarn {
-		d.warnings = append(d.warnings, msg)
-		d.rule += "; application ownership warned"
-		return d
-	}
-	rj := reject(d.rule+"; application ownership refused", codeForbidden, msg)
-	rj.user = d.user
-	return rj
+	return checkFound(d, "application ownership", ao.mode, "application "+appID+" in namespace "+ns+" belongs to user "+owner+
+		" (pod "+ownerPod+"): a pod of user "+user+" may not join it")
 }
 
 // appOwner finds a Pod of another user than user in application appID of
@@ -184,16 +172,9 @@ func appOwner(ns, appID, schedulerName, user string, s *Settings) (owner, pod st
 
 // podUser is the user YuniKorn reads from a stored Pod's metadata.
 func podUser(meta gjson.Result, s *Settings) string {
-	if v := meta.Get("annotations").Get(gjson.Escape(AnnotationKey)); v.Type == gjson.String && gjson.Valid(v.String()) {
-		if u := gjson.Get(v.String(), "user"); u.Type == gjson.String && u.String() != "" {
-			return u.String()
-		}
-		return defaultUser
-	}
-	if l := meta.Get("labels").Get(gjson.Escape(s.UserLabelKey)); l.Type == gjson.String && l.String() != "" {
-		return l.String()
-	}
-	return defaultUser
+	v := meta.Get("annotations").Get(gjson.Escape(AnnotationKey))
+	user, _ := userOfRecord(v.String(), v.Type == gjson.String, meta.Get("labels").Get(gjson.Escape(s.UserLabelKey)).String())
+	return user
 }
 
 // listPods asks the host's kubernetes/list_resources_by_namespace for the

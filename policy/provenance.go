@@ -50,8 +50,11 @@ func proofs(s *Settings, r request, kind kindRef, id identity) []proof {
 			owners = append(owners, w.owners...)
 		}
 	}
-	podUID, podName, hasToken := boundPod(r.userInfo)
-	podToken := s.TrustPodTokens && hasToken && kind == (kindRef{"", "Pod"})
+	var podUID, podName string
+	podToken := false
+	if s.TrustPodTokens && kind == (kindRef{"", "Pod"}) {
+		podUID, podName, podToken = boundPod(r.userInfo)
+	}
 	if len(owners) == 0 && !podToken {
 		return nil
 	}
@@ -64,7 +67,7 @@ func proofs(s *Settings, r request, kind kindRef, id identity) []proof {
 		out = append(out, ownerProof(s, ns, ref, refProblem, owners, id))
 	}
 	if podToken {
-		out = append(out, podTokenProof(ns, ref, refProblem, podUID, podName))
+		out = append(out, podTokenProof(s, ns, ref, refProblem, podUID, podName))
 	}
 	return out
 }
@@ -94,7 +97,7 @@ func ownerProof(s *Settings, ns string, ref ownerRef, refProblem string, owners 
 // podTokenProof: the submitter's token is bound to the Pod that the new
 // Pod's controller ownerReference names, and that Pod (same uid) records
 // an identity.
-func podTokenProof(ns string, ref ownerRef, refProblem, podUID, podName string) proof {
+func podTokenProof(s *Settings, ns string, ref ownerRef, refProblem, podUID, podName string) proof {
 	p := proof{name: "pod-token"}
 	switch {
 	case refProblem != "":
@@ -103,7 +106,7 @@ func podTokenProof(ns string, ref ownerRef, refProblem, podUID, podName string) 
 		p.failed = "the controller ownerReference (" + kindName(ref.kindRef()) + " " + ref.name + ", uid " + ref.uid +
 			") is not the Pod the submitter's token is bound to (" + podName + ", uid " + podUID + ")"
 	default:
-		p.source, p.value, p.failed = recordedBy(&Settings{}, ns, ref)
+		p.source, p.value, p.failed = recordedBy(s, ns, ref)
 	}
 	return p
 }
@@ -131,16 +134,16 @@ func recordedBy(s *Settings, ns string, ref ownerRef) (source, value, failed str
 	if err != nil || !guarded {
 		return source, "", source + " is not a kind whose templates this policy reads"
 	}
-	value, _, ok, disagree, err := recordedValue(locs)
+	rec, err := recordedValue(locs)
 	switch {
 	case err != nil:
 		return source, "", source + ": " + err.Error()
-	case disagree != "":
-		return source, "", source + ": " + disagree
-	case !ok:
+	case rec.disagree != "":
+		return source, "", source + ": " + rec.disagree
+	case !rec.ok:
 		return source, "", source + " records no submitter"
 	}
-	return source, value, ""
+	return source, rec.value, ""
 }
 
 // controllerRef reads the controller ownerReference of request.object, or

@@ -150,12 +150,7 @@ func checkQueue(d decision, r request, s *Settings, kind kindRef, cur *podMeta) 
 	if sched := target.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != qc.schedulerName {
 		return d
 	}
-	skip := func(why string) decision {
-		logWarning("queue check skipped", why)
-		d.warnings = append(d.warnings, "queue check skipped: "+why)
-		d.rule += "; queue check skipped"
-		return d
-	}
+	skip := func(why string) decision { return checkSkipped(d, "queue check", why) }
 	text, err := loadQueuesYAML(qc)
 	if err != nil {
 		return skip(err.Error())
@@ -230,15 +225,32 @@ func checkQueue(d decision, r request, s *Settings, kind kindRef, cur *podMeta) 
 }
 
 func queueRefusal(d decision, qc *queueCheckSettings, msg string) decision {
-	msg = "queue check: " + msg
-	if qc.mode == queueCheckWarn {
+	return checkFound(d, "queue check", qc.mode, "queue check: "+msg)
+}
+
+// checkFound is the outcome of a check (the queue check, application
+// ownership) that found a problem with an admitted object: in warn mode
+// the object is admitted with msg as a warning, in enforce mode refused
+// with it.
+func checkFound(d decision, check, mode, msg string) decision {
+	if mode == queueCheckWarn {
 		d.warnings = append(d.warnings, msg)
-		d.rule += "; queue check warned"
+		d.rule += "; " + check + " warned"
 		return d
 	}
-	r := reject(d.rule+"; queue check refused", codeForbidden, msg)
+	r := reject(d.rule+"; "+check+" refused", codeForbidden, msg)
 	r.user = d.user
 	return r
+}
+
+// checkSkipped admits the object of a check that could not be made, with
+// the warning "<check> skipped: <why>" and a warn-level log line: such a
+// check never blocks.
+func checkSkipped(d decision, check, why string) decision {
+	logWarning(check+" skipped", why)
+	d.warnings = append(d.warnings, check+" skipped: "+why)
+	d.rule += "; " + check + " skipped"
+	return d
 }
 
 // podObject is the Pod, or the pod template, whose metadata this is.
@@ -270,7 +282,19 @@ func recordedIdentity(d decision, cur *podMeta, s *Settings) (string, []string) 
 	} else if v, _, present, err := cur.annotation(); err == nil && present {
 		value, ok = v, true
 	}
-	if ok && value != "" {
+	label := ""
+	if l, ok, err := cur.stringMapEntry("labels", s.UserLabelKey); err == nil && ok {
+		label = str(l)
+	}
+	return userOfRecord(value, ok, label)
+}
+
+// userOfRecord is the user and groups YuniKorn reads from a pod's
+// user.info value (if it has one) and its legacy user label: the value's
+// user when the value is set (nobody when it is not valid JSON or names
+// no user), else the label, else nobody.
+func userOfRecord(value string, hasValue bool, label string) (string, []string) {
+	if hasValue && value != "" {
 		if !gjson.Valid(value) {
 			return defaultUser, nil
 		}
@@ -286,8 +310,8 @@ func recordedIdentity(d decision, cur *podMeta, s *Settings) (string, []string) 
 		}
 		return user, groups
 	}
-	if label, ok, err := cur.stringMapEntry("labels", s.UserLabelKey); err == nil && ok && str(label) != "" {
-		return str(label), nil
+	if label != "" {
+		return label, nil
 	}
 	return defaultUser, nil
 }

@@ -283,27 +283,37 @@ func (s *Settings) templatesOf(raw, field string, k kindRef) (locs []*podMeta, g
 	return locs, true, err
 }
 
-// recordedValue is the identity that templates record: the value they all
-// carry. ok is false when none carries one; disagree names two that differ.
-func recordedValue(locs []*podMeta) (value, token string, ok bool, disagree string, err error) {
+// record is what the templates of one object record.
+type record struct {
+	value, token string // the value they all carry, and its JSON token
+	ok           bool   // some template carries one
+	disagree     string // names two templates that carry different values
+	absent       []*podMeta
+}
+
+// recordedValue reads the identity that templates record: the value they
+// all carry, and the templates that carry none.
+func recordedValue(locs []*podMeta) (record, error) {
+	var rec record
 	first := ""
 	for _, pm := range locs {
 		v, tok, present, err := pm.annotation()
 		if err != nil {
-			return "", "", false, "", err
+			return record{}, err
 		}
 		if !present {
+			rec.absent = append(rec.absent, pm)
 			continue
 		}
-		if ok && v != value {
-			return "", "", false, "annotation " + AnnotationKey + " differs between " + first + " and " + pm.metaField() +
-				".annotations: every pod template must record the same submitter", nil
+		if rec.ok && v != rec.value {
+			return record{disagree: "annotation " + AnnotationKey + " differs between " + first + " and " + pm.metaField() +
+				".annotations: every pod template must record the same submitter"}, nil
 		}
-		if !ok {
-			value, token, ok, first = v, tok, true, pm.metaField()+".annotations"
+		if !rec.ok {
+			rec.value, rec.token, rec.ok, first = v, tok, true, pm.metaField()+".annotations"
 		}
 	}
-	return value, token, ok, "", nil
+	return rec, nil
 }
 
 // decideWorkload applies the rules to a workload kind, template by template
@@ -319,26 +329,24 @@ func decideWorkload(r request, s *Settings, kind kindRef, wk *workloadKind, op s
 	if len(locs) == 0 {
 		return accept("create: no pod templates"), nil
 	}
-	value, token, present, disagree, err := recordedValue(locs)
+	rec, err := recordedValue(locs)
 	if err != nil {
 		return decision{}, err
 	}
-	if disagree != "" {
-		return reject("create: templates disagree", codeForbidden, disagree), nil
+	if rec.disagree != "" {
+		return reject("create: templates disagree", codeForbidden, rec.disagree), nil
 	}
-	if !present {
+	if !rec.ok {
 		return decideAbsent(s, r, kind, id, locs)
 	}
-	d, err := decidePresent(s, r, kind, id, value)
+	d, err := decidePresent(s, r, kind, id, rec.value)
 	if err != nil || !d.accepted {
 		return d, err
 	}
 	// The templates that carry nothing get the value the others carry: one
 	// object, one submitter.
-	for _, pm := range locs {
-		if _, _, has, _ := pm.annotation(); !has {
-			d.mutation = append(d.mutation, edit{meta: pm, token: []byte(token)})
-		}
+	for _, pm := range rec.absent {
+		d.mutation = append(d.mutation, edit{meta: pm, token: []byte(rec.token)})
 	}
 	if d.mutation != nil {
 		d.rule += ", copied to every template"
@@ -363,11 +371,11 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 	for _, pm := range olds {
 		byPlace[strings.TrimPrefix(pm.metaField(), "request.oldObject")] = pm
 	}
-	_, recordedToken, recorded, disagree, err := recordedValue(olds)
+	rec, err := recordedValue(olds)
 	if err != nil {
 		return decision{}, err
 	}
-	recorded = recorded && disagree == "" // templates that disagree record no one value
+	recorded := rec.ok && rec.disagree == "" // templates that disagree record no one value
 	d := accept("update: unchanged")
 	for _, cur := range locs {
 		newValue, _, newPresent, err := cur.annotation()
@@ -379,10 +387,10 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 		if !existed {
 			switch {
 			case !recorded && !newPresent:
-			case !recorded || (newPresent && newValue != gjson.Parse(recordedToken).String()):
+			case !recorded || (newPresent && newValue != rec.value):
 				return reject("update: new template, other value", codeForbidden, msgChangeNotAllowed+": "+where), nil
 			case !newPresent:
-				d.mutation = append(d.mutation, edit{meta: cur, token: []byte(recordedToken)})
+				d.mutation = append(d.mutation, edit{meta: cur, token: []byte(rec.token)})
 				d.rule = "update: new template, stamped"
 			}
 			continue

@@ -206,7 +206,7 @@ func installCRDs(t *testing.T, dir string) {
 // operatorAccount creates a namespace and service account for an operator,
 // binds it to cluster-admin, and writes a kubeconfig with a token of it
 // (not bound to any Pod: the operators run outside the cluster).
-func operatorAccount(t *testing.T, sa types.NamespacedName) (kubeconfig string, cs *kubernetes.Clientset) {
+func operatorAccount(t *testing.T, sa types.NamespacedName) string {
 	t.Helper()
 	ctx := t.Context()
 	adm := client(admin)
@@ -219,10 +219,9 @@ func operatorAccount(t *testing.T, sa types.NamespacedName) (kubeconfig string, 
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	kubeconfig, err = e2e.cluster.WriteTokenKubeconfig(sa.Namespace+"-"+sa.Name, tok.Status.Token)
+	kubeconfig, err := e2e.cluster.WriteTokenKubeconfig(sa.Namespace+"-"+sa.Name, tok.Status.Token)
 	require.NoError(t, err)
-	cs, _ = serviceAccountClient(t, sa.Namespace, sa.Name)
-	return kubeconfig, cs
+	return kubeconfig
 }
 
 // bindClusterRole binds role to subject cluster-wide.
@@ -246,7 +245,7 @@ func startOperator(t *testing.T, name, binary, kubeconfig string, args ...string
 }
 
 func startKubeRay(t *testing.T) {
-	kubeconfig, _ := operatorAccount(t, kuberayAccount)
+	kubeconfig := operatorAccount(t, kuberayAccount)
 	// Metrics and probes off ("0"): nothing listens beyond what the test
 	// needs; no leader election for one replica.
 	startOperator(t, "kuberay-operator", e2e.operators[kbuild.KubeRay.Name].Path, kubeconfig,
@@ -254,7 +253,7 @@ func startKubeRay(t *testing.T) {
 }
 
 func startJobSet(t *testing.T) {
-	kubeconfig, _ := operatorAccount(t, jobsetAccount)
+	kubeconfig := operatorAccount(t, jobsetAccount)
 	// JobSet's own webhooks are not registered (no defaulting), but its
 	// server starts: a certificate from the cluster's CA, on loopback.
 	certDir := servingCertDir(t, "jobset")
@@ -320,7 +319,7 @@ health:
 // the suite's CA (kbuild.TrainingOperator); its webhooks are not
 // registered.
 func startTrainingOperator(t *testing.T) {
-	kubeconfig, _ := operatorAccount(t, trainingAccount)
+	kubeconfig := operatorAccount(t, trainingAccount)
 	certDir := servingCertDir(t, "training")
 	p, err := e2e.cluster.StartProcess("training-operator", e2e.operators[kbuild.TrainingOperator.Name].Path,
 		[]string{"--metrics-bind-address=0", "--health-probe-bind-address=0", fmt.Sprintf("--webhook-server-port=%d", freePort(t))},
@@ -548,8 +547,7 @@ spec:
 // Pods itself, cannot attribute them to anyone its owners do not record.
 func testOperatorCannotInvent(t *testing.T, env *operatorsEnv) {
 	ctx := t.Context()
-	_, op := serviceAccountClient(t, kuberayAccount.Namespace, kuberayAccount.Name)
-	opClient, _ := serviceAccountClient(t, kuberayAccount.Namespace, kuberayAccount.Name)
+	opClient, op := serviceAccountClient(t, kuberayAccount.Namespace, kuberayAccount.Name)
 	rc := env.create(t, alice, rayClusters, rayClusterManifest("rc-target", ""))
 	aliceValue := e2e.identity[alice].annotation()
 	bobValue := `{"user":"bob","groups":["ops","system:authenticated"]}`
