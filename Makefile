@@ -140,7 +140,7 @@ test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 
 test-race: policy ## The host tests under the race detector
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./host/... ./cmd/...
 
-FUZZ_TARGETS := FuzzValidate FuzzCheckSuppliedValue FuzzAppendJSONString FuzzAnnotationValue FuzzStr FuzzTooDeep
+FUZZ_TARGETS := FuzzValidate FuzzIndex FuzzCheckSuppliedValue FuzzAppendJSONString FuzzAnnotationValue FuzzStr FuzzTooDeep
 .PHONY: fuzz
 fuzz: ## A short, bounded fuzz run of each target (FUZZTIME, default 10s); logs in build/fuzz-TARGET.log
 	@mkdir -p $(BUILD); for t in $(addprefix ./policy:,$(FUZZ_TARGETS)) ./host/admission:FuzzCreatePatch ./host/admission:FuzzCheckDepth; do \

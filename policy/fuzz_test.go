@@ -206,3 +206,68 @@ func depthOf(t *testing.T, data []byte) int {
 		}
 	}
 }
+
+// FuzzIndex: the one-pass index accepts exactly what encoding/json accepts
+// within the depth limit, and reading members through it gives what
+// gjson's ForEach gives, at every object of the document.
+func FuzzIndex(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, ` {"a" : [1, {"b":null}], "c":"\u00e9\"x"} `, `{"a":1,"a":2}`, `[1,]`, `{"a":}`,
+		`-0.5e+7`, `01`, `1.`, `"\x01"`, `"\ud800"`, `{"k\"ey":{"x":[[],[{}]]},"z":true}`, `tru`, `[1 2]`, `{"a" 1}`} {
+		f.Add(s, 3)
+	}
+	cases, err := fixtures.Load()
+	require.NoError(f, err)
+	for _, c := range cases[:min(len(cases), 20)] {
+		f.Add(string(c.Payload()), 512)
+	}
+	f.Fuzz(func(t *testing.T, s string, limit int) {
+		limit = limit%600 + 1
+		if limit < 1 {
+			limit += 600
+		}
+		var ix jsonIndex
+		ok := ix.scan(s, limit)
+		valid := json.Valid([]byte(s))
+		require.Equal(t, valid && depthOf(t, []byte(s)) <= limit, ok, "%q limit %d", s, limit)
+		if !ok {
+			return
+		}
+		indexed.Lock()
+		defer indexed.release()
+		require.True(t, indexed.index(s, limit))
+		var walk func(v gjson.Result)
+		walk = func(v gjson.Result) {
+			if v.IsObject() {
+				type member struct {
+					key   string
+					raw   string
+					index int
+				}
+				var want, got []member
+				v.ForEach(func(k, e gjson.Result) bool { want = append(want, member{k.Raw, e.Raw, e.Index}); return true })
+				for it := newMemberIter(v); ; {
+					k, e, ok := it.next()
+					if !ok {
+						break
+					}
+					got = append(got, member{k, e.Raw, e.Index})
+				}
+				require.Equal(t, want, got, "members of %s", v.Raw)
+				// And the same without the index, as for JSON outside the payload.
+				got = got[:0]
+				for it := (memberIter{s: v.Raw, i: skipSpace(v.Raw, 1), off: -1, index: v.Index}); ; {
+					k, e, ok := it.next()
+					if !ok {
+						break
+					}
+					got = append(got, member{k, e.Raw, e.Index})
+				}
+				require.Equal(t, want, got, "members of %s, not indexed", v.Raw)
+			}
+			if v.IsObject() || v.IsArray() {
+				v.ForEach(func(_, e gjson.Result) bool { walk(e); return true })
+			}
+		}
+		walk(gjson.Parse(trimSpace(s)))
+	})
+}

@@ -22,33 +22,43 @@ func malformed(field, what string) *inputError { return &inputError{field: field
 // would use exactly that disagreement to show us one value and store another.
 // The result does not exist when the key is absent.
 func member(obj gjson.Result, field, key string) (gjson.Result, error) {
-	var out [1]gjson.Result
-	err := members(obj, field, []string{key}, out[:])
-	return out[0], err
+	var found gjson.Result
+	it := newMemberIter(obj)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return found, nil
+		}
+		if !keyIs(k, key) {
+			continue
+		}
+		if found.Exists() {
+			return gjson.Result{}, malformed(join(field, key), "duplicate key")
+		}
+		found = v
+	}
 }
 
 // members is member for several keys at once, in one pass over obj: every
 // pass over a large object costs, and more so in Wasm, where the host's
 // deadline check runs on every loop iteration. out[i] receives keys[i].
 func members(obj gjson.Result, field string, keys []string, out []gjson.Result) error {
-	dup := -1
-	obj.ForEach(func(k, v gjson.Result) bool {
+	it := newMemberIter(obj)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			return nil
+		}
 		for i, key := range keys {
-			if str(k) != key {
+			if !keyIs(k, key) {
 				continue
 			}
 			if out[i].Exists() {
-				dup = i
-				return false
+				return malformed(join(field, keys[i]), "duplicate key")
 			}
 			out[i] = v
 		}
-		return true
-	})
-	if dup >= 0 {
-		return malformed(join(field, keys[dup]), "duplicate key")
 	}
-	return nil
 }
 
 // present reports whether v holds a value; JSON null counts as absent, as it

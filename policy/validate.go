@@ -19,6 +19,10 @@ func validate(payload []byte) ([]byte, error) {
 
 // appendValidate is validate appending its response to dst.
 func appendValidate(dst, payload []byte) []byte {
+	// The payload's index serves the evaluation and the writing of the
+	// mutated object, which reads the same objects.
+	indexed.Lock()
+	defer indexed.release()
 	d := evaluate(payload)
 	logDecision(d)
 	return d.appendResponse(dst)
@@ -28,15 +32,17 @@ func appendValidate(dst, payload []byte) []byte {
 var payloadFields = []string{"settings", "request"}
 
 func evaluate(payload []byte) decision {
-	if where, deep := tooDeep(unsafe.String(unsafe.SliceData(payload), len(payload)), maxPayloadDepth); deep {
-		return reject("malformed", codeMalformed, where+": JSON nests deeper than "+strconv.Itoa(maxPayloadDepth)+" levels")
-	}
-	if !gjson.ValidBytes(payload) {
-		return reject("malformed", codeMalformed, "payload: not valid JSON")
-	}
 	// A view of the payload, not a copy: the payload is not changed while
 	// the call runs, and nothing that outlives the call points into it.
-	root := gjson.Parse(unsafe.String(unsafe.SliceData(payload), len(payload)))
+	doc := unsafe.String(unsafe.SliceData(payload), len(payload))
+	// One pass validates the payload, bounds its depth and indexes it.
+	if !indexed.index(doc, maxPayloadDepth) {
+		if where, deep := tooDeep(doc, maxPayloadDepth); deep {
+			return reject("malformed", codeMalformed, where+": JSON nests deeper than "+strconv.Itoa(maxPayloadDepth)+" levels")
+		}
+		return reject("malformed", codeMalformed, "payload: not valid JSON")
+	}
+	root := gjson.Parse(doc)
 	if !isObject(root) {
 		return reject("malformed", codeMalformed, "payload: must be an object, got "+typeName(root))
 	}
