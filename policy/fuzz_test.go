@@ -13,6 +13,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
+	"github.com/yunikorn-userinfo/userinfo/internal/jsonindex"
 )
 
 // FuzzAppendJSONString: the annotation bytes must be exactly what Go's
@@ -225,8 +226,8 @@ func FuzzIndex(f *testing.F) {
 		if limit < 1 {
 			limit += 600
 		}
-		var ix jsonIndex
-		ok := ix.scan(s, limit)
+		var ix jsonindex.Index
+		ok := ix.Scan(s, limit)
 		valid := json.Valid([]byte(s))
 		require.Equal(t, valid && depthOf(t, []byte(s)) <= limit, ok, "%q limit %d", s, limit)
 		if !ok {
@@ -255,7 +256,7 @@ func FuzzIndex(f *testing.F) {
 				require.Equal(t, want, got, "members of %s", v.Raw)
 				// And the same without the index, as for JSON outside the payload.
 				got = got[:0]
-				for it := (memberIter{s: v.Raw, i: skipSpace(v.Raw, 1), off: -1, index: v.Index}); ; {
+				for it := (memberIter{m: jsonindex.NewMembers(v.Raw, nil, 0), index: v.Index}); ; {
 					k, e, ok := it.next()
 					if !ok {
 						break

@@ -60,31 +60,26 @@ func CreatePatch(original, mutated []byte) ([]byte, error) {
 //
 // The diff stops with ctx's error once ctx is done.
 func diffDocuments(ctx context.Context, original, mutated []byte) ([]patchOp, error) {
-	if !validJSON(original) {
+	a, err := scan(original, maxDepth)
+	if err != nil {
 		return nil, fmt.Errorf("decode original document: %w", invalidError(original))
 	}
-	if !validJSON(mutated) {
+	b, err := scan(mutated, maxDepth)
+	if err != nil {
 		return nil, fmt.Errorf("decode mutated document: %w", invalidError(mutated))
 	}
-	return diffValid(ctx, original, mutated)
+	return diffValid(ctx, original, mutated, a, b)
 }
 
 // diffValid is diffDocuments for two documents known to be valid JSON no
-// deeper than maxDepth: parts of documents validated as they were parsed.
-func diffValid(ctx context.Context, original, mutated []byte) ([]patchOp, error) {
-	d := differ{ctx: ctx}
+// deeper than maxDepth: parts of documents validated as they were parsed,
+// whose indexes (which may be nil) are da and db.
+func diffValid(ctx context.Context, original, mutated []byte, da, db *scanned) ([]patchOp, error) {
+	d := differ{ctx: ctx, docs: [2]*scanned{da, db}}
 	if err := d.diff("", rawResult(original), rawResult(mutated)); err != nil {
 		return nil, err
 	}
 	return d.ops, nil
-}
-
-// validJSON reports whether data is one valid JSON value nested at most
-// maxDepth deep. gjson's validator is several times faster than
-// encoding/json's, which showed in profiles of large objects; it recurses,
-// so the depth is bounded first, in a flat scan.
-func validJSON(data []byte) bool {
-	return CheckDepth(data, maxDepth) == nil && gjson.ValidBytes(data)
 }
 
 // invalidError explains why data is not valid JSON, in the words of
@@ -108,6 +103,9 @@ type differ struct {
 	// ctx, if set, stops the diff when it is done.
 	ctx  context.Context
 	work int
+	// docs are the indexed documents holding the original and the mutated
+	// document (either may be nil).
+	docs [2]*scanned
 }
 
 // diff appends the operations turning a into b at path.
@@ -177,11 +175,11 @@ func (d *differ) tick(n int) error {
 // side; the members in between are matched by key, and their operations
 // come in sorted key order, so the output is deterministic.
 func (d *differ) diffObjects(path string, a, b gjson.Result) error {
-	am, err := d.objectMembers(a, path, "original")
+	am, err := d.objectMembers(d.docs[0], a, path, "original")
 	if err != nil {
 		return err
 	}
-	bm, err := d.objectMembers(b, path, "mutated")
+	bm, err := d.objectMembers(d.docs[1], b, path, "mutated")
 	if err != nil {
 		return err
 	}
@@ -256,27 +254,32 @@ func (d *differ) diffObjects(path string, a, b gjson.Result) error {
 	return nil
 }
 
-// objectMembers lists the members of obj in document order, keys decoded.
-func (d *differ) objectMembers(obj gjson.Result, path, side string) ([]member, error) {
+// objectMembers lists the members of obj, a part of doc (or doc is nil), in
+// document order, keys decoded.
+func (d *differ) objectMembers(doc *scanned, obj gjson.Result, path, side string) ([]member, error) {
 	// Counted first, so that the slice is allocated once: growing it would
 	// copy a huge object's members several times over.
 	n := 0
-	obj.ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	for it := doc.objectMembers(obj.Raw); ; n++ {
+		if _, _, _, ok := it.Next(); !ok {
+			break
+		}
+	}
 	members := make([]member, 0, n)
-	var err error
-	obj.ForEach(func(k, v gjson.Result) bool {
-		key, kerr := decodeKey(k)
-		if kerr != nil {
-			err = fmt.Errorf("decode %s document: at %q: %w", side, path, kerr)
-			return false
+	for it := doc.objectMembers(obj.Raw); ; {
+		k, v, _, ok := it.Next()
+		if !ok {
+			return members, nil
 		}
-		members = append(members, member{key: key, raw: v.Raw})
-		if err = d.tick(1); err != nil {
-			return false
+		key, err := decodeKey(k)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s document: at %q: %w", side, path, err)
 		}
-		return true
-	})
-	return members, err
+		members = append(members, member{key: key, raw: v})
+		if err := d.tick(1); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // refuseDuplicates fails if one of the keys in changed occurs twice among
@@ -295,15 +298,16 @@ func (d *differ) refuseDuplicates(members []member, changed map[string]struct{},
 	return d.tick(len(members))
 }
 
-// decodeKey returns an object key as encoding/json (and so the API server)
-// reads it: escapes decoded and invalid UTF-8 replaced by U+FFFD, where
-// gjson would keep the bytes. Plain keys, the usual case, are not copied.
-func decodeKey(k gjson.Result) (string, error) {
-	if strings.IndexByte(k.Raw, '\\') < 0 && utf8.ValidString(k.Raw) {
-		return k.Str, nil
+// decodeKey returns an object key, given as its raw token, as
+// encoding/json (and so the API server) reads it: escapes decoded and
+// invalid UTF-8 replaced by U+FFFD, where gjson would keep the bytes. Plain
+// keys, the usual case, are not copied.
+func decodeKey(raw string) (string, error) {
+	if strings.IndexByte(raw, '\\') < 0 && utf8.ValidString(raw) && len(raw) >= 2 {
+		return raw[1 : len(raw)-1], nil
 	}
 	var key string
-	err := json.Unmarshal([]byte(k.Raw), &key)
+	err := json.Unmarshal([]byte(raw), &key)
 	return key, err
 }
 

@@ -38,6 +38,8 @@ type ValidationResponse struct {
 	// validMutated is MutatedObject as ParseValidationResponse set it, part
 	// of the answer it validated (see Request.validObject).
 	validMutated json.RawMessage
+	// doc is the validated response holding validMutated, with its index.
+	doc *scanned
 	// AuditAnnotations are added to the audit event of the request.
 	AuditAnnotations map[string]string `json:"audit_annotations,omitempty"`
 	// Warnings are shown to the API client.
@@ -51,7 +53,7 @@ type ValidationResponse struct {
 // Keys are matched exactly: a policy answering "Accepted" is broken, and
 // saying so beats guessing.
 func ParseValidationResponse(data []byte) (*ValidationResponse, error) {
-	obj, err := decodeObject(bytes.TrimSpace(data))
+	doc, obj, err := decodeObject(bytes.TrimSpace(data))
 	if err != nil {
 		return nil, fmt.Errorf("decode validation response: %w", err)
 	}
@@ -82,7 +84,7 @@ func ParseValidationResponse(data []byte) (*ValidationResponse, error) {
 		}
 	}
 	if raw, ok := obj["mutated_object"]; ok && !isNull(raw) {
-		vr.MutatedObject, vr.validMutated = raw, raw
+		vr.MutatedObject, vr.validMutated, vr.doc = raw, raw, doc
 	}
 	return vr, nil
 }
@@ -159,12 +161,14 @@ func respond(ctx context.Context, req *Request, vr *ValidationResponse) (*Respon
 	if req.Object == nil {
 		return nil, errMutateWithoutObject
 	}
-	diff := diffDocuments
+	var ops []patchOp
+	var err error
 	if sameSlice(req.Object, req.validObject) && sameSlice(vr.MutatedObject, vr.validMutated) {
 		// Both are parts of documents validated as they were parsed.
-		diff = diffValid
+		ops, err = diffValid(ctx, req.Object, vr.MutatedObject, req.doc, vr.doc)
+	} else {
+		ops, err = diffDocuments(ctx, req.Object, vr.MutatedObject)
 	}
-	ops, err := diff(ctx, req.Object, vr.MutatedObject)
 	if err != nil {
 		return nil, fmt.Errorf("create patch: %w", err)
 	}

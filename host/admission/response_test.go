@@ -110,7 +110,7 @@ func TestParseValidationResponse(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.True(t, got.MutatedObject == nil || sameSlice(got.MutatedObject, got.validMutated), "the mutated object is marked as validated")
-			got.validMutated = nil
+			got.validMutated, got.doc = nil, nil
 			assert.Equal(t, tc.want, got)
 		})
 	}

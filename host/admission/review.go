@@ -8,6 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/jsonindex"
 )
 
 // kindAdmissionReview is the kind of a full AdmissionReview. A bare
@@ -57,6 +59,8 @@ type Request struct {
 	// a document they validated: while Object is still that slice, the
 	// differ does not validate it again.
 	validObject json.RawMessage
+	// doc is the validated document holding validObject, with its index.
+	doc *scanned
 }
 
 // ParseRequest reads an AdmissionRequest from data, which is either a bare
@@ -77,14 +81,14 @@ func ParseRequest(data []byte) (*Request, error) {
 	// Cloned so that the Request does not alias a buffer the caller may
 	// reuse (its members are slices of the clone).
 	data = bytes.Clone(bytes.TrimSpace(data))
-	top, err := decodeObject(data)
+	doc, top, err := decodeObject(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode admission input: %w", err)
 	}
 	if isReview(top) {
-		return reviewRequest(top)
+		return reviewRequest(doc, top)
 	}
-	req, err := newRequest(data, top)
+	req, err := newRequest(doc, data, top)
 	if err != nil {
 		return nil, fmt.Errorf("decode admission request: field %w", err)
 	}
@@ -103,13 +107,14 @@ func ParseReview(data []byte) (*Request, error) {
 // ParseReviewDepth is ParseReview refusing, first, a document that nests
 // arrays and objects deeper than depthLimit (at most 10,000). A webhook
 // calls it with its own limit instead of checking the depth separately:
-// the bytes are scanned once for depth and once for validity.
+// the bytes are scanned once, for depth and validity together.
 func ParseReviewDepth(data []byte, depthLimit int) (*Request, error) {
 	data = bytes.TrimSpace(data)
-	if err := CheckDepth(data, min(depthLimit, maxDepth)); err != nil {
+	doc, err := scan(data, min(depthLimit, maxDepth))
+	if err != nil {
 		return nil, fmt.Errorf("decode admission review: %w", err)
 	}
-	top, err := decodeDepthChecked(data)
+	top, err := doc.members(data)
 	if err != nil {
 		return nil, fmt.Errorf("decode admission review: %w", err)
 	}
@@ -119,7 +124,7 @@ func ParseReviewDepth(data []byte, depthLimit int) (*Request, error) {
 	if !isReview(top) {
 		return nil, fmt.Errorf("decode admission review: field kind must be %q, got %s", kindAdmissionReview, describe(top, "kind"))
 	}
-	req, err := reviewRequest(top)
+	req, err := reviewRequest(doc, top)
 	if err != nil {
 		return nil, err
 	}
@@ -130,16 +135,16 @@ func ParseReviewDepth(data []byte, depthLimit int) (*Request, error) {
 }
 
 // reviewRequest takes the request out of a decoded AdmissionReview.
-func reviewRequest(top map[string]json.RawMessage) (*Request, error) {
+func reviewRequest(doc *scanned, top map[string]json.RawMessage) (*Request, error) {
 	rawReq, ok := top["request"]
 	if !ok || isNull(rawReq) {
 		return nil, errors.New("decode admission review: field request is missing")
 	}
-	fields, err := members(rawReq) // valid: a part of the validated review
+	fields, err := doc.members(rawReq) // valid: a part of the validated review
 	if err != nil {
 		return nil, fmt.Errorf("decode admission review: field request: %w", err)
 	}
-	req, err := newRequest(rawReq, fields)
+	req, err := newRequest(doc, rawReq, fields)
 	if err != nil {
 		return nil, fmt.Errorf("decode admission review: field request.%w", err)
 	}
@@ -148,8 +153,8 @@ func reviewRequest(top map[string]json.RawMessage) (*Request, error) {
 
 // newRequest builds a Request from the raw AdmissionRequest and its decoded
 // members. Only uid is checked: the other fields feed logs.
-func newRequest(raw json.RawMessage, top map[string]json.RawMessage) (*Request, error) {
-	req := &Request{Raw: raw}
+func newRequest(doc *scanned, raw json.RawMessage, top map[string]json.RawMessage) (*Request, error) {
+	req := &Request{Raw: raw, doc: doc}
 	if v, ok := top["uid"]; ok && !isNull(v) {
 		if err := json.Unmarshal(v, &req.UID); err != nil {
 			return nil, fmt.Errorf("uid must be a string, got %s", clip(v))
@@ -246,23 +251,50 @@ func Review(resp *Response) ([]byte, error) {
 }
 
 // decodeObject decodes data, which must be a JSON object, into its members
-// with their raw bytes. The members are slices of data, not copies: an
+// with their raw bytes, and returns data as scanned (validated, its depth
+// bounded, indexed). The members are slices of data, not copies: an
 // AdmissionReview carries the object (and on UPDATE the old object) of up to
 // the API server's 3 MiB limit, and copying them per level would cost more
 // than the evaluation.
-func decodeObject(data []byte) (map[string]json.RawMessage, error) {
-	if CheckDepth(data, maxDepth) != nil {
-		return nil, explainInvalid(data)
+func decodeObject(data []byte) (*scanned, map[string]json.RawMessage, error) {
+	doc := &scanned{doc: unsafe.String(unsafe.SliceData(data), len(data))}
+	if !doc.ix.Scan(doc.doc, maxDepth) {
+		return nil, nil, explainInvalid(data)
 	}
-	return decodeDepthChecked(data)
+	top, err := doc.members(data)
+	return doc, top, err
 }
 
-// decodeDepthChecked is decodeObject for data whose depth was checked.
-func decodeDepthChecked(data []byte) (map[string]json.RawMessage, error) {
-	if !gjson.ValidBytes(data) {
+// scanned is a document validated, its depth bounded and its containers
+// indexed in one pass (internal/jsonindex): its objects are then read, and
+// diffed, without scanning again the values they skip.
+type scanned struct {
+	doc string
+	ix  jsonindex.Index
+}
+
+// scan scans data, refusing it if it is not valid JSON or nests deeper
+// than limit; the error says which.
+func scan(data []byte, limit int) (*scanned, error) {
+	doc := &scanned{doc: unsafe.String(unsafe.SliceData(data), len(data))}
+	if !doc.ix.Scan(doc.doc, limit) {
+		if err := CheckDepth(data, limit); err != nil {
+			return nil, err
+		}
 		return nil, explainInvalid(data)
 	}
-	return members(data)
+	return doc, nil
+}
+
+// objectMembers iterates over the members of obj, a valid JSON object,
+// through the index of doc when obj is a part of it (doc may be nil).
+func (doc *scanned) objectMembers(obj string) jsonindex.Members {
+	if doc != nil {
+		if off := jsonindex.Offset(doc.doc, obj); off >= 0 {
+			return jsonindex.NewMembers(obj, &doc.ix, off)
+		}
+	}
+	return jsonindex.NewMembers(obj, nil, 0)
 }
 
 // explainInvalid says why data, which failed validation, is not valid.
@@ -275,27 +307,27 @@ func explainInvalid(data []byte) error {
 	return errors.New("invalid JSON")
 }
 
-// members is decodeObject for data already known to be valid JSON.
-func members(data []byte) (map[string]json.RawMessage, error) {
-	v := rawResult(data)
-	if !v.IsObject() {
-		return nil, fmt.Errorf("must be a JSON object, got %s", rawKind(v))
+// members decodes data, valid JSON (a part of doc, or doc may be nil),
+// into an object's members.
+func (doc *scanned) members(data []byte) (map[string]json.RawMessage, error) {
+	raw := unsafe.String(unsafe.SliceData(data), len(data))
+	if k := rawKind(gjson.Result{Raw: raw}); k != kindObject {
+		return nil, fmt.Errorf("must be a JSON object, got %s", k)
 	}
 	obj := make(map[string]json.RawMessage, 16)
-	var err error
-	v.ForEach(func(k, val gjson.Result) bool {
-		var key string
-		if key, err = decodeKey(k); err != nil {
-			return false
+	it := doc.objectMembers(raw)
+	for {
+		k, v, _, ok := it.Next()
+		if !ok {
+			return obj, nil
+		}
+		key, err := decodeKey(k)
+		if err != nil {
+			return nil, err
 		}
 		// The last of duplicate keys wins, as in encoding/json.
-		obj[key] = unsafe.Slice(unsafe.StringData(val.Raw), len(val.Raw))
-		return true
-	})
-	if err != nil {
-		return nil, err
+		obj[key] = unsafe.Slice(unsafe.StringData(v), len(v))
 	}
-	return obj, nil
 }
 
 // isReview reports whether a decoded top-level object is an AdmissionReview.

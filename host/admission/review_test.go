@@ -157,7 +157,7 @@ func TestParseRequest(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.True(t, got.Object == nil || sameSlice(got.Object, got.validObject), "the object is marked as validated")
-			got.validObject = nil
+			got.validObject, got.doc = nil, nil
 			assert.Equal(t, tc.want, got)
 		})
 	}

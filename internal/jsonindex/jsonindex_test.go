@@ -1,0 +1,64 @@
+package jsonindex
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestScan_acceptsWhatEncodingJSONAccepts(t *testing.T) {
+	for _, s := range []string{
+		`{}`, `[]`, ` {"a" : [1, {"b":null}], "c":"\u00e9\"x"} `, `-0.5e+7`, `0`, `"\/\b\f\n\r\t"`, `true`, `[false,null]`,
+		`01`, `1.`, `.5`, `-`, `1e`, `+1`, "\"\x01\"", `"\x"`, `"\u12g4"`, `[1,]`, `{"a":}`, `{"a" 1}`, `{,}`, `[1 2]`,
+		`tru`, `nul`, `{"a":1}}`, `[`, `]`, ``, ` `, `{"a":1,}`, `"abc`, `{"a":"b"`, "\"\xff\"",
+	} {
+		var ix Index
+		assert.Equal(t, json.Valid([]byte(s)), ix.Scan(s, 8), "%q", s)
+	}
+}
+
+func TestScan_depth(t *testing.T) {
+	var ix Index
+	assert.True(t, ix.Scan(strings.Repeat("[", 3)+strings.Repeat("]", 3), 3))
+	assert.False(t, ix.Scan(strings.Repeat("[", 4)+strings.Repeat("]", 4), 3))
+	assert.False(t, ix.Scan(`{"a":{"b":{"c":{}}}}`, 3))
+}
+
+func TestMembers_skipsThroughTheIndex(t *testing.T) {
+	doc := `{"meta": {"a": [1, {"x": "}"}], "b": "s\"t"}, "spec": [[], {}], "n": -1.5e3, "z": null}`
+	var ix Index
+	require.True(t, ix.Scan(doc, 10))
+	assert.Equal(t, len(doc), ix.End(0))
+	assert.Equal(t, -1, ix.End(1), "no container starts there")
+
+	type member struct{ key, value string }
+	want := []member{{`"meta"`, `{"a": [1, {"x": "}"}], "b": "s\"t"}`}, {`"spec"`, `[[], {}]`}, {`"n"`, `-1.5e3`}, {`"z"`, `null`}}
+	for _, withIndex := range []bool{true, false} {
+		var got []member
+		it := NewMembers(doc, &ix, 0)
+		if !withIndex {
+			it = NewMembers(doc, nil, 0)
+		}
+		for {
+			k, v, at, ok := it.Next()
+			if !ok {
+				break
+			}
+			assert.Equal(t, v, doc[at:at+len(v)])
+			got = append(got, member{k, v})
+		}
+		assert.Equal(t, want, got, "with index: %v", withIndex)
+	}
+
+	inner := doc[strings.Index(doc, `{"a"`):]
+	inner = inner[:strings.Index(inner, `"}, "spec"`)+3]
+	it := NewMembers(inner, &ix, Offset(doc, inner))
+	k, v, _, ok := it.Next()
+	require.True(t, ok)
+	assert.Equal(t, `"a"`, k)
+	assert.Equal(t, `[1, {"x": "}"}]`, v)
+	assert.Equal(t, -1, Offset(doc, "elsewhere"))
+}
