@@ -58,7 +58,7 @@ func ParseValidationResponse(data []byte) (*ValidationResponse, error) {
 		return nil, fmt.Errorf("decode validation response: %w", err)
 	}
 	vr := &ValidationResponse{}
-	raw, ok := obj["accepted"]
+	raw, ok := obj.get("accepted")
 	if !ok {
 		return nil, errors.New("decode validation response: field accepted is missing")
 	}
@@ -75,7 +75,7 @@ func ParseValidationResponse(data []byte) (*ValidationResponse, error) {
 		{name: "warnings", dst: &vr.Warnings},
 	}
 	for _, f := range fields {
-		raw, ok := obj[f.name]
+		raw, ok := obj.get(f.name)
 		if !ok || isNull(raw) {
 			continue
 		}
@@ -83,7 +83,7 @@ func ParseValidationResponse(data []byte) (*ValidationResponse, error) {
 			return nil, fmt.Errorf("decode validation response: field %s: %w", f.name, err)
 		}
 	}
-	if raw, ok := obj["mutated_object"]; ok && !isNull(raw) {
+	if raw, ok := obj.get("mutated_object"); ok && !isNull(raw) {
 		vr.MutatedObject, vr.validMutated, vr.doc = raw, raw, doc
 	}
 	return vr, nil

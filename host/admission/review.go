@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -135,8 +136,8 @@ func ParseReviewDepth(data []byte, depthLimit int) (*Request, error) {
 }
 
 // reviewRequest takes the request out of a decoded AdmissionReview.
-func reviewRequest(doc *scanned, top map[string]json.RawMessage) (*Request, error) {
-	rawReq, ok := top["request"]
+func reviewRequest(doc *scanned, top object) (*Request, error) {
+	rawReq, ok := top.get("request")
 	if !ok || isNull(rawReq) {
 		return nil, errors.New("decode admission review: field request is missing")
 	}
@@ -153,22 +154,21 @@ func reviewRequest(doc *scanned, top map[string]json.RawMessage) (*Request, erro
 
 // newRequest builds a Request from the raw AdmissionRequest and its decoded
 // members. Only uid is checked: the other fields feed logs.
-func newRequest(doc *scanned, raw json.RawMessage, top map[string]json.RawMessage) (*Request, error) {
+func newRequest(doc *scanned, raw json.RawMessage, top object) (*Request, error) {
 	req := &Request{Raw: raw, doc: doc}
-	if v, ok := top["uid"]; ok && !isNull(v) {
+	if v, ok := top.get("uid"); ok && !isNull(v) {
 		if err := json.Unmarshal(v, &req.UID); err != nil {
 			return nil, fmt.Errorf("uid must be a string, got %s", clip(v))
 		}
 	}
-	if v, ok := top["object"]; ok && !isNull(v) {
+	if v, ok := top.get("object"); ok && !isNull(v) {
 		req.Object, req.validObject = v, v
 	}
 
 	// The remaining fields only feed logs: a malformed one must not stop an
 	// evaluation that the policy itself may well be able to judge.
-	if v, ok := top["kind"]; ok {
-		var kind map[string]json.RawMessage
-		if json.Unmarshal(v, &kind) == nil {
+	if v, ok := top.get("kind"); ok {
+		if kind, err := doc.members(v); err == nil {
 			req.Kind = GroupVersionKind{
 				Group:   stringField(kind, "group"),
 				Version: stringField(kind, "version"),
@@ -180,9 +180,8 @@ func newRequest(doc *scanned, raw json.RawMessage, top map[string]json.RawMessag
 	req.Namespace = stringField(top, "namespace")
 	req.Name = stringField(top, "name")
 	req.SubResource = stringField(top, "subResource")
-	if v, ok := top["userInfo"]; ok {
-		var user map[string]json.RawMessage
-		if json.Unmarshal(v, &user) == nil {
+	if v, ok := top.get("userInfo"); ok {
+		if user, err := doc.members(v); err == nil {
 			req.UserName = stringField(user, "username")
 		}
 	}
@@ -190,8 +189,8 @@ func newRequest(doc *scanned, raw json.RawMessage, top map[string]json.RawMessag
 }
 
 // describe shows the value of top[key] for an error message.
-func describe(top map[string]json.RawMessage, key string) string {
-	v, ok := top[key]
+func describe(top object, key string) string {
+	v, ok := top.get(key)
 	if !ok {
 		return "nothing (missing)"
 	}
@@ -256,7 +255,7 @@ func Review(resp *Response) ([]byte, error) {
 // AdmissionReview carries the object (and on UPDATE the old object) of up to
 // the API server's 3 MiB limit, and copying them per level would cost more
 // than the evaluation.
-func decodeObject(data []byte) (*scanned, map[string]json.RawMessage, error) {
+func decodeObject(data []byte) (*scanned, object, error) {
 	doc := &scanned{doc: unsafe.String(unsafe.SliceData(data), len(data))}
 	if !doc.ix.Scan(doc.doc, maxDepth) {
 		return nil, nil, explainInvalid(data)
@@ -309,12 +308,12 @@ func explainInvalid(data []byte) error {
 
 // members decodes data, valid JSON (a part of doc, or doc may be nil),
 // into an object's members.
-func (doc *scanned) members(data []byte) (map[string]json.RawMessage, error) {
+func (doc *scanned) members(data []byte) (object, error) {
 	raw := unsafe.String(unsafe.SliceData(data), len(data))
 	if k := rawKind(gjson.Result{Raw: raw}); k != kindObject {
 		return nil, fmt.Errorf("must be a JSON object, got %s", k)
 	}
-	obj := make(map[string]json.RawMessage, 16)
+	obj := make(object, 0, 16)
 	it := doc.objectMembers(raw)
 	for {
 		k, v, _, ok := it.Next()
@@ -325,25 +324,51 @@ func (doc *scanned) members(data []byte) (map[string]json.RawMessage, error) {
 		if err != nil {
 			return nil, err
 		}
-		// The last of duplicate keys wins, as in encoding/json.
-		obj[key] = unsafe.Slice(unsafe.StringData(v), len(v))
+		obj = append(obj, field{key: key, raw: unsafe.Slice(unsafe.StringData(v), len(v))})
 	}
 }
 
 // isReview reports whether a decoded top-level object is an AdmissionReview.
-func isReview(top map[string]json.RawMessage) bool {
+func isReview(top object) bool {
 	var kind string
-	v, ok := top["kind"]
+	v, ok := top.get("kind")
 	return ok && json.Unmarshal(v, &kind) == nil && kind == kindAdmissionReview
 }
 
 // stringField returns obj[key] if it is a JSON string, else "".
-func stringField(obj map[string]json.RawMessage, key string) string {
-	var s string
-	if v, ok := obj[key]; ok {
-		_ = json.Unmarshal(v, &s) // not a string: leave ""
+func stringField(obj object, key string) string {
+	v, ok := obj.get(key)
+	if !ok || len(v) < 2 || v[0] != '"' {
+		return "" // absent, or not a string
 	}
+	if body := v[1 : len(v)-1]; bytes.IndexByte(body, '\\') < 0 && utf8.Valid(body) {
+		return string(body) // a copy: the body's buffer is not kept
+	}
+	var s string
+	_ = json.Unmarshal(v, &s)
 	return s
+}
+
+// object is a JSON object's members in document order, keys decoded,
+// values as raw slices of the document. A Kubernetes object has a dozen
+// members at a level: a slice searched from the end is cheaper to build
+// than a map.
+type object []field
+
+type field struct {
+	key string
+	raw json.RawMessage
+}
+
+// get returns the value of key; the last of duplicate keys wins, as in
+// encoding/json.
+func (o object) get(key string) (json.RawMessage, bool) {
+	for i := len(o) - 1; i >= 0; i-- {
+		if o[i].key == key {
+			return o[i].raw, true
+		}
+	}
+	return nil, false
 }
 
 // sameSlice reports whether a and b are the same bytes in memory, not

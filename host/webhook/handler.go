@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -240,6 +241,11 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 	h.metrics.inFlightAdd(1)
 	defer h.metrics.inFlightAdd(-1)
 	ctx := r.Context()
+
+	// The body's buffer goes back to the pool last, once the answer is
+	// written: the decoded request is made of slices of it.
+	var body []byte
+	defer func() { putBody(body) }()
 
 	var read *admission.Request // set once the review is decoded
 	defer func() {
@@ -536,6 +542,19 @@ var errBudget = errors.New("body budget exhausted")
 // growth step.
 const minBodyChunk = 16 << 10
 
+// bodyPool keeps first chunks for the next requests, so that a typical
+// review is read without allocating (and clearing) a buffer.
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, minBodyChunk); return &b }}
+
+// putBody gives a request's body back to the pool once nothing refers to
+// it; only first chunks (the pool's own size) go back.
+func putBody(body []byte) {
+	if cap(body) == minBodyChunk {
+		body = body[:cap(body)]
+		bodyPool.Put(&body)
+	}
+}
+
 // readBody reads r to the end. The buffer grows with the bytes that
 // actually arrive (doubling, so a large body is copied O(1) times per
 // byte), and every growth is charged to inFlight first: a request that
@@ -547,6 +566,15 @@ const minBodyChunk = 16 << 10
 // http.MaxBytesReader with that limit) to notice a body that is too long.
 func readBody(r io.Reader, limit int64, inFlight *atomic.Int64, budget int64) (body []byte, charged int64, err error) {
 	buf := []byte(nil)
+	if limit >= minBodyChunk {
+		// The first chunk comes from the pool: most reviews fit in it.
+		if inFlight.Add(minBodyChunk) > budget {
+			inFlight.Add(-minBodyChunk)
+			return nil, 0, errBudget
+		}
+		charged = minBodyChunk
+		buf = (*bodyPool.Get().(*[]byte))[:0]
+	}
 	for {
 		if len(buf) == cap(buf) {
 			grow := min(int64(max(cap(buf), minBodyChunk)), limit+1-int64(cap(buf)))
