@@ -247,20 +247,22 @@ func FuzzIndex(f *testing.F) {
 				var want, got []member
 				v.ForEach(func(k, e gjson.Result) bool { want = append(want, member{k.Raw, e.Raw, e.Index}); return true })
 				for it := newMemberIter(v); ; {
-					k, e, ok := it.next()
+					k, raw, at, ok := it.next()
 					if !ok {
 						break
 					}
+					e := it.value(raw, at)
 					got = append(got, member{k, e.Raw, e.Index})
 				}
 				require.Equal(t, want, got, "members of %s", v.Raw)
 				// And the same without the index, as for JSON outside the payload.
 				got = got[:0]
 				for it := (memberIter{m: jsonindex.NewMembers(v.Raw, nil, 0), index: v.Index}); ; {
-					k, e, ok := it.next()
+					k, raw, at, ok := it.next()
 					if !ok {
 						break
 					}
+					e := it.value(raw, at)
 					got = append(got, member{k, e.Raw, e.Index})
 				}
 				require.Equal(t, want, got, "members of %s, not indexed", v.Raw)

@@ -76,10 +76,17 @@ func guestCall(operationSize, payloadSize uint32) bool {
 	return ok
 }
 
+// lineBuf is the log line buffer, reused from line to line.
+var lineBuf []byte
+
 // hostLog sends one log line to the host's kubewarden/tracing/log
 // capability. Its answer is not read: a failed log call must not change
-// the decision.
+// the decision. The host has copied the line when the call returns, so
+// its buffer serves the next line.
 func hostLog(line []byte) {
+	if cap(line) <= 4<<10 {
+		lineBuf = line[:0]
+	}
 	const binding, namespace, operation = "kubewarden", "tracing", "log"
 	hostCall(unsafe.Pointer(unsafe.StringData(binding)), uint32(len(binding)),
 		unsafe.Pointer(unsafe.StringData(namespace)), uint32(len(namespace)),
@@ -110,5 +117,11 @@ func wapcHostCall(binding, namespace, operation string, payload []byte) ([]byte,
 
 func main() {
 	logSink = hostLog
+	lineBuffer = func(n int) []byte {
+		if cap(lineBuf) >= n {
+			return lineBuf[:0]
+		}
+		return make([]byte, 0, n)
+	}
 	hostCaller = wapcHostCall
 }

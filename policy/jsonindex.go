@@ -57,16 +57,17 @@ func newMemberIter(obj gjson.Result) memberIter {
 	return memberIter{m: jsonindex.NewMembers(obj.Raw, ix, off), index: obj.Index}
 }
 
-// next returns the next member's raw key token and its value, which is
-// what gjson's ForEach gives. ok is false at the end of the object.
-func (it *memberIter) next() (key string, value gjson.Result, ok bool) {
-	key, raw, at, ok := it.m.Next()
-	if !ok {
-		return "", gjson.Result{}, false
-	}
-	value = gjson.Parse(raw)
-	value.Index = it.index + at
-	return key, value, true
+// next returns the next member's raw key token and raw value, and where
+// the value starts in the object. ok is false at the end of the object.
+func (it *memberIter) next() (key, raw string, at int, ok bool) { return it.m.Next() }
+
+// value is the member value raw found at at, as gjson's ForEach gives it.
+// It is built only for the members a caller keeps: gjson decodes a string
+// with escapes into a new one.
+func (it *memberIter) value(raw string, at int) gjson.Result {
+	v := gjson.Parse(raw)
+	v.Index = it.index + at
+	return v
 }
 
 // keyIs reports whether the raw key token rawKey decodes to key.

@@ -25,7 +25,7 @@ func member(obj gjson.Result, field, key string) (gjson.Result, error) {
 	var found gjson.Result
 	it := newMemberIter(obj)
 	for {
-		k, v, ok := it.next()
+		k, raw, at, ok := it.next()
 		if !ok {
 			return found, nil
 		}
@@ -35,7 +35,7 @@ func member(obj gjson.Result, field, key string) (gjson.Result, error) {
 		if found.Exists() {
 			return gjson.Result{}, malformed(join(field, key), "duplicate key")
 		}
-		found = v
+		found = it.value(raw, at)
 	}
 }
 
@@ -45,7 +45,7 @@ func member(obj gjson.Result, field, key string) (gjson.Result, error) {
 func members(obj gjson.Result, field string, keys []string, out []gjson.Result) error {
 	it := newMemberIter(obj)
 	for {
-		k, v, ok := it.next()
+		k, raw, at, ok := it.next()
 		if !ok {
 			return nil
 		}
@@ -56,7 +56,7 @@ func members(obj gjson.Result, field string, keys []string, out []gjson.Result) 
 			if out[i].Exists() {
 				return malformed(join(field, keys[i]), "duplicate key")
 			}
-			out[i] = v
+			out[i] = it.value(raw, at)
 		}
 	}
 }

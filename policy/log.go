@@ -10,6 +10,12 @@ import (
 // besides the settings cache: the waPC entry points have no other way in.
 var logSink func(line []byte)
 
+// lineBuffer returns an empty buffer for a log line of about n bytes. The
+// Wasm build hands out one buffer again and again (the host copies each
+// line as it is sent); natively each line is new, since a test's sink may
+// keep it.
+var lineBuffer = func(n int) []byte { return make([]byte, 0, n) }
+
 // logDecision emits the decision trace: one line per evaluation, at debug
 // level when the request is accepted and info when it is rejected, in the
 // {"level","message",...} shape Kubewarden hosts read.
@@ -21,7 +27,7 @@ func logDecision(d decision) {
 	if !d.accepted {
 		level = "info"
 	}
-	b := make([]byte, 0, 160)
+	b := lineBuffer(160)
 	b = append(b, `{"level":"`...)
 	b = append(b, level...)
 	b = append(b, `","message":"decision","rule":`...)
@@ -51,7 +57,7 @@ func logWarning(message, reason string) {
 	if logSink == nil {
 		return
 	}
-	b := make([]byte, 0, 64+len(message)+len(reason))
+	b := lineBuffer(64 + len(message) + len(reason))
 	b = append(b, `{"level":"warn","message":`...)
 	b = appendJSONString(b, message)
 	b = append(b, `,"reason":`...)

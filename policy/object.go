@@ -51,6 +51,8 @@ type podMeta struct {
 	field string         // JSON path of the object, for messages
 	path  []string       // path from the object to the metadata
 	found []gjson.Result // found[i] is the object at path[:i] (found[0] is the root); len(found)-1 levels exist
+	// foundBuf holds found for the kinds' paths, up to five levels deep.
+	foundBuf [6]gjson.Result
 	meta  gjson.Result   // the metadata object, if every level exists
 	// annotations is the annotations map, once annotation() has found it.
 	annotations gjson.Result
@@ -69,19 +71,21 @@ func locateAt(raw string, start gjson.Result, field string, path []string) (*pod
 	if !isObject(start) {
 		return nil, malformed(field, "must be an object, got "+typeName(start))
 	}
-	pm := &podMeta{raw: raw, field: field, path: path, found: []gjson.Result{start}}
-	cur, curField := start, field
-	for _, key := range path {
-		next, err := member(cur, curField, key)
+	pm := &podMeta{raw: raw, field: field, path: path}
+	pm.found = append(pm.foundBuf[:0], start)
+	cur := start
+	for i, key := range path {
+		// The field's path is only spelled out for a message: building it
+		// at every level of every request cost an allocation per level.
+		next, err := member(cur, "", key)
 		if err != nil {
-			return nil, err
+			return nil, malformed(pathField(field, path[:i+1]), "duplicate key")
 		}
-		curField = join(curField, key)
 		if !present(next) {
 			return pm, nil
 		}
 		if !isObject(next) {
-			return nil, malformed(curField, "must be an object, got "+typeName(next))
+			return nil, malformed(pathField(field, path[:i+1]), "must be an object, got "+typeName(next))
 		}
 		pm.found = append(pm.found, next)
 		cur = next
@@ -90,13 +94,15 @@ func locateAt(raw string, start gjson.Result, field string, path []string) (*pod
 	return pm, nil
 }
 
-func (pm *podMeta) metaField() string {
-	f := pm.field
-	for _, k := range pm.path {
-		f = join(f, k)
+// pathField is the JSON path of the keys path below field.
+func pathField(field string, path []string) string {
+	for _, k := range path {
+		field = join(field, k)
 	}
-	return f
+	return field
 }
+
+func (pm *podMeta) metaField() string { return pathField(pm.field, pm.path) }
 
 // stringMapEntry reads key from the string map mapName (annotations or
 // labels) of the metadata. ok is false when the map or the key is absent.
@@ -104,24 +110,29 @@ func (pm *podMeta) stringMapEntry(mapName, key string) (value gjson.Result, ok b
 	if !pm.meta.Exists() {
 		return gjson.Result{}, false, nil
 	}
-	mf := pm.metaField()
-	m, err := member(pm.meta, mf, mapName)
-	if err != nil || !present(m) {
-		return gjson.Result{}, false, err
+	// Field paths are spelled out only for a message.
+	m, err := member(pm.meta, "", mapName)
+	if err != nil {
+		return gjson.Result{}, false, malformed(join(pm.metaField(), mapName), "duplicate key")
 	}
-	mf = join(mf, mapName)
+	if !present(m) {
+		return gjson.Result{}, false, nil
+	}
 	if !isObject(m) {
-		return gjson.Result{}, false, malformed(mf, "must be an object, got "+typeName(m))
+		return gjson.Result{}, false, malformed(join(pm.metaField(), mapName), "must be an object, got "+typeName(m))
 	}
 	if mapName == "annotations" {
 		pm.annotations = m
 	}
-	v, err := member(m, mf, key)
-	if err != nil || !v.Exists() {
-		return gjson.Result{}, false, err
+	v, err := member(m, "", key)
+	if err != nil {
+		return gjson.Result{}, false, malformed(join(join(pm.metaField(), mapName), key), "duplicate key")
+	}
+	if !v.Exists() {
+		return gjson.Result{}, false, nil
 	}
 	if v.Type != gjson.String {
-		return gjson.Result{}, false, malformed(join(mf, key), "must be a string, got "+typeName(v))
+		return gjson.Result{}, false, malformed(join(join(pm.metaField(), mapName), key), "must be a string, got "+typeName(v))
 	}
 	return v, true, nil
 }
