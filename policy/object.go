@@ -53,7 +53,7 @@ type podMeta struct {
 	found []gjson.Result // found[i] is the object at path[:i] (found[0] is the root); len(found)-1 levels exist
 	// foundBuf holds found for the kinds' paths, up to five levels deep.
 	foundBuf [6]gjson.Result
-	meta  gjson.Result   // the metadata object, if every level exists
+	meta     gjson.Result // the metadata object, if every level exists
 	// annotations is the annotations map, once annotation() has found it.
 	annotations gjson.Result
 }
