@@ -70,13 +70,15 @@ func (it *memberIter) value(raw string, at int) gjson.Result {
 	return v
 }
 
-// keyIs reports whether the raw key token rawKey decodes to key.
-func keyIs(rawKey, key string) bool {
+// plainKey returns the key the raw key token rawKey spells, decoded as
+// encoding/json decodes it; a key without escapes or non-ASCII bytes (all
+// of Kubernetes' field names) is returned without copying.
+func plainKey(rawKey string) string {
 	body := rawKey[1 : len(rawKey)-1]
 	for i := 0; i < len(body); i++ {
 		if body[i] == '\\' || body[i] >= 0x80 {
-			return decodeJSONString(body) == key
+			return decodeJSONString(body)
 		}
 	}
-	return body == key
+	return body
 }

@@ -29,7 +29,7 @@ func member(obj gjson.Result, field, key string) (gjson.Result, error) {
 		if !ok {
 			return found, nil
 		}
-		if !keyIs(k, key) {
+		if plainKey(k) != key {
 			continue
 		}
 		if found.Exists() {
@@ -49,8 +49,9 @@ func members(obj gjson.Result, field string, keys []string, out []gjson.Result) 
 		if !ok {
 			return nil
 		}
+		k = plainKey(k)
 		for i, key := range keys {
-			if !keyIs(k, key) {
+			if k != key {
 				continue
 			}
 			if out[i].Exists() {

@@ -2,6 +2,7 @@ package jsonindex
 
 import (
 	"encoding/json"
+	"math/bits"
 	"strings"
 	"testing"
 
@@ -61,4 +62,25 @@ func TestMembers_skipsThroughTheIndex(t *testing.T) {
 	assert.Equal(t, `"a"`, k)
 	assert.Equal(t, `[1, {"x": "}"}]`, v)
 	assert.Equal(t, -1, Offset(doc, "elsewhere"))
+}
+
+func TestSpecial8_everyByteAtEveryPlace(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			b := []byte("aaaaaaaa")
+			b[pos] = byte(c)
+			want := c >= 0x20 && c != '"' && c != '\\'
+			m := special8(string(b), 0)
+			if got := m == 0; got != want {
+				t.Fatalf("special8(%q) = %x, want none: %v", b, m, want)
+			}
+			if m != 0 && bits.TrailingZeros64(m)>>3 != pos {
+				t.Fatalf("special8(%q) = %x: first flagged byte is not %d", b, m, pos)
+			}
+		}
+	}
+	// Two special bytes, one lane borrowing from the next.
+	assert.Equal(t, 0, bits.TrailingZeros64(special8("\x00\x01aaaaaa", 0))>>3)
+	assert.Equal(t, 1, bits.TrailingZeros64(special8("a\"\\aaaaa", 0))>>3)
+	assert.Zero(t, special8("\xff\x80\x7f !#[]", 0))
 }
