@@ -20,13 +20,30 @@ type documentIndex struct {
 	sync.Mutex
 	doc string
 	ix  jsonindex.Index
+	// metas are the podMetas of this evaluation (a workload kind has one
+	// per template), kept from call to call instead of allocated anew.
+	metas  [8]podMeta
+	nMetas int
+}
+
+// newPodMeta returns a zeroed podMeta: during an evaluation one of the
+// kept ones, outside of one (tests) a new one.
+func newPodMeta() *podMeta {
+	d := &indexed
+	if d.doc == "" || d.nMetas == len(d.metas) {
+		return &podMeta{}
+	}
+	pm := &d.metas[d.nMetas]
+	d.nMetas++
+	*pm = podMeta{}
+	return pm
 }
 
 // index scans doc and, when it is valid and nested at most maxDepth
 // levels, makes it the indexed document until release. It reports whether
 // it did.
 func (d *documentIndex) index(doc string, maxDepth int) bool {
-	d.doc = ""
+	d.doc, d.nMetas = "", 0
 	if !d.ix.Scan(doc, maxDepth) {
 		return false
 	}

@@ -112,10 +112,24 @@ func str(v gjson.Result) string {
 		return v.Str
 	}
 	body := raw[1 : len(raw)-1]
-	if strings.IndexByte(body, '\\') < 0 && utf8.ValidString(body) {
+	if !utf8.ValidString(body) {
+		return decodeJSONString(body)
+	}
+	esc := strings.IndexByte(body, '\\')
+	if esc < 0 {
 		return body
 	}
-	return decodeJSONString(body)
+	// gjson decoded the escapes already, as encoding/json does unless one
+	// is a surrogate's (\uD800 to \uDFFF): only those are decoded again.
+	for i := esc; i+5 < len(body); i++ {
+		if body[i] == '\\' {
+			if body[i+1] == 'u' && (body[i+2] == 'd' || body[i+2] == 'D') && !(body[i+3] >= '0' && body[i+3] <= '7') {
+				return decodeJSONString(body)
+			}
+			i++ // the escaped character, which may be a backslash
+		}
+	}
+	return v.Str
 }
 
 // decodeJSONString decodes the text between the quotes of a valid JSON

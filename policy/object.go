@@ -71,7 +71,8 @@ func locateAt(raw string, start gjson.Result, field string, path []string) (*pod
 	if !isObject(start) {
 		return nil, malformed(field, "must be an object, got "+typeName(start))
 	}
-	pm := &podMeta{raw: raw, field: field, path: path}
+	pm := newPodMeta()
+	pm.raw, pm.field, pm.path = raw, field, path
 	pm.found = append(pm.foundBuf[:0], start)
 	cur := start
 	for i, key := range path {

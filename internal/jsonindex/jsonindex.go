@@ -65,7 +65,10 @@ func (ix *Index) Scan(s string, maxDepth int) bool {
 				return false
 			}
 			ix.push(i)
-			i = skipSpace(s, i+1)
+			i++
+			if i < len(s) && s[i] <= ' ' {
+				i = skipSpace(s, i)
+			}
 			if i < len(s) && s[i] == c+2 { // '}' is '{'+2, ']' is '['+2
 				i = ix.closeAt(i)
 				goto next
@@ -101,7 +104,9 @@ func (ix *Index) Scan(s string, maxDepth int) bool {
 		// A value ended at i: what follows is a comma, the close of its
 		// container, or (at the top) the end of the document.
 		for {
-			i = skipSpace(s, i)
+			if i < len(s) && s[i] <= ' ' {
+				i = skipSpace(s, i)
+			}
 			if len(ix.open) == 0 {
 				return i == len(s)
 			}
@@ -111,7 +116,10 @@ func (ix *Index) Scan(s string, maxDepth int) bool {
 			inObject := s[ix.starts[ix.open[len(ix.open)-1]]] == '{'
 			switch s[i] {
 			case ',':
-				i = skipSpace(s, i+1)
+				i++
+				if i < len(s) && s[i] <= ' ' {
+					i = skipSpace(s, i)
+				}
 				if inObject {
 					if i = memberKey(s, i); i < 0 {
 						return false
@@ -183,6 +191,9 @@ func (ix *Index) End(start int) int {
 	return -1
 }
 
+// skipSpace skips whitespace at i. Callers look at the first byte
+// themselves before calling: JSON from the API server has no whitespace,
+// and TinyGo, optimizing for size, does not inline the call.
 func skipSpace(s string, i int) int {
 	for i < len(s) && whitespace[s[i]] {
 		i++
@@ -199,11 +210,17 @@ func memberKey(s string, i int) int {
 	if i = stringEnd(s, i); i < 0 {
 		return -1
 	}
-	i = skipSpace(s, i)
+	if i < len(s) && s[i] <= ' ' {
+		i = skipSpace(s, i)
+	}
 	if i >= len(s) || s[i] != ':' {
 		return -1
 	}
-	return skipSpace(s, i+1)
+	i++
+	if i < len(s) && s[i] <= ' ' {
+		i = skipSpace(s, i)
+	}
+	return i
 }
 
 // stringEnd returns the offset past the string literal that opens at i,
@@ -339,7 +356,10 @@ func NewMembers(obj string, ix *Index, off int) Members {
 		m.i = len(obj)
 		return m
 	}
-	m.i = skipSpace(obj, 1)
+	m.i = 1
+	if m.i < len(obj) && obj[m.i] <= ' ' {
+		m.i = skipSpace(obj, m.i)
+	}
 	return m
 }
 
@@ -356,8 +376,13 @@ func (m *Members) Next() (key, value string, at int, ok bool) {
 		return "", "", 0, false
 	}
 	key = s[k:i]
-	i = skipSpace(s, i)
-	i = skipSpace(s, i+1) // past the colon
+	if i < len(s) && s[i] <= ' ' {
+		i = skipSpace(s, i)
+	}
+	i++ // past the colon
+	if i < len(s) && s[i] <= ' ' {
+		i = skipSpace(s, i)
+	}
 	if i >= len(s) {
 		return "", "", 0, false
 	}
@@ -380,9 +405,14 @@ func (m *Members) Next() (key, value string, at int, ok bool) {
 		return "", "", 0, false
 	}
 	value = s[v:i]
-	i = skipSpace(s, i)
+	if i < len(s) && s[i] <= ' ' {
+		i = skipSpace(s, i)
+	}
 	if i < len(s) && s[i] == ',' {
-		i = skipSpace(s, i+1)
+		i++
+		if i < len(s) && s[i] <= ' ' {
+			i = skipSpace(s, i)
+		}
 	}
 	m.i = i
 	return key, value, v, true
