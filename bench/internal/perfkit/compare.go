@@ -27,6 +27,9 @@ type Comparison struct {
 	// Target, when positive, is the largest acceptable Other/Base ratio;
 	// tables say whether each fixture meets it.
 	Target float64
+	// AtLeast, when positive, is the smallest acceptable Other/Base ratio
+	// on every fixture, and GeomeanAtLeast that of their geometric mean.
+	AtLeast, GeomeanAtLeast float64
 }
 
 // The comparisons the performance targets are stated in (docs/PERFORMANCE.md).
@@ -50,7 +53,7 @@ var (
 	CompareAdmission = Comparison{
 		ID: "admission", Title: "Admission in-process: ours vs YuniKorn's admission controller",
 		Func: "BenchmarkAdmission", Key: "impl", Base: "ours", Other: "yunikorn",
-		BaseLabel: "ours", OtherLabel: "YuniKorn",
+		BaseLabel: "ours", OtherLabel: "YuniKorn", AtLeast: 1.5, GeomeanAtLeast: 2,
 	}
 )
 
@@ -72,6 +75,9 @@ type Stats struct {
 	N int
 	// HasMem is set when B/op and allocs/op were reported (-benchmem).
 	HasMem bool
+	// MBPerS is the median throughput in MB of input per second, when the
+	// benchmark reported one (b.SetBytes); 0 otherwise.
+	MBPerS float64
 }
 
 // Ratio is Other/Base in ns/op, 0 when either is missing.
@@ -86,7 +92,8 @@ func statsOf(b *Benchmark) Stats {
 	ns, n := b.Median(UnitNsPerOp)
 	bytes, nb := b.Median(UnitBytesPerOp)
 	allocs, na := b.Median(UnitAllocsPerOp)
-	return Stats{NsPerOp: ns, BytesPerOp: bytes, AllocsPerOp: allocs, N: n, HasMem: nb > 0 && na > 0}
+	mbs, _ := b.Median("MB/s")
+	return Stats{NsPerOp: ns, BytesPerOp: bytes, AllocsPerOp: allocs, N: n, HasMem: nb > 0 && na > 0, MBPerS: mbs}
 }
 
 // Pairs returns the fixtures of c found in s, in fixture order.
