@@ -14,6 +14,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/jsonindex"
 )
 
 // maxDepth bounds the nesting of documents given to [CreatePatch], so a
@@ -175,11 +177,34 @@ func (d *differ) tick(n int) error {
 // side; the members in between are matched by key, and their operations
 // come in sorted key order, so the output is deterministic.
 func (d *differ) diffObjects(path string, a, b gjson.Result) error {
-	am, err := d.objectMembers(d.docs[0], a, path, "original")
+	// The members both sides begin with, same key and same raw value, are
+	// passed in step without being collected: a policy's change is usually
+	// one member deep inside, and the members before it need no more than
+	// their keys (for the duplicate check below).
+	ia, ib := d.docs[0].objectMembers(a.Raw), d.docs[1].objectMembers(b.Raw)
+	var prefix []string
+	for {
+		sa, sb := ia, ib
+		ka, va, _, oka := ia.Next()
+		kb, vb, _, okb := ib.Next()
+		if !oka || !okb || ka != kb || va != vb {
+			ia, ib = sa, sb
+			break
+		}
+		key, err := decodeKey(ka)
+		if err != nil {
+			return fmt.Errorf("decode original document: at %q: %w", path, err)
+		}
+		prefix = append(prefix, key)
+		if err := d.tick(1); err != nil {
+			return err
+		}
+	}
+	am, err := d.collect(ia, path, "original")
 	if err != nil {
 		return err
 	}
-	bm, err := d.objectMembers(d.docs[1], b, path, "mutated")
+	bm, err := d.collect(ib, path, "mutated")
 	if err != nil {
 		return err
 	}
@@ -205,6 +230,16 @@ func (d *differ) diffObjects(path string, a, b gjson.Result) error {
 	}
 	for _, m := range bm[lo:hb] {
 		changed[m.key] = struct{}{}
+	}
+	for _, k := range prefix {
+		if _, ok := changed[k]; ok {
+			// Its second occurrence is among the rest of one side.
+			side := "mutated"
+			if slices.ContainsFunc(am, func(m member) bool { return m.key == k }) {
+				side = "original"
+			}
+			return fmt.Errorf("decode %s document: at %q: duplicate key %q", side, path, k)
+		}
 	}
 	if err := d.refuseDuplicates(am, changed, path, "original"); err != nil {
 		return err
@@ -254,19 +289,19 @@ func (d *differ) diffObjects(path string, a, b gjson.Result) error {
 	return nil
 }
 
-// objectMembers lists the members of obj, a part of doc (or doc is nil), in
-// document order, keys decoded.
-func (d *differ) objectMembers(doc *scanned, obj gjson.Result, path, side string) ([]member, error) {
+// collect lists the members it has still to give, in document order,
+// keys decoded.
+func (d *differ) collect(it jsonindex.Members, path, side string) ([]member, error) {
 	// Counted first, so that the slice is allocated once: growing it would
 	// copy a huge object's members several times over.
 	n := 0
-	for it := doc.objectMembers(obj.Raw); ; n++ {
-		if _, _, _, ok := it.Next(); !ok {
+	for c := it; ; n++ {
+		if _, _, _, ok := c.Next(); !ok {
 			break
 		}
 	}
 	members := make([]member, 0, n)
-	for it := doc.objectMembers(obj.Raw); ; {
+	for {
 		k, v, _, ok := it.Next()
 		if !ok {
 			return members, nil

@@ -223,6 +223,20 @@ func TestCreatePatch_errors(t *testing.T) {
 			wantErr:  `decode original document: at "/metadata": duplicate key "name"`,
 		},
 		{
+			// The first occurrence is among the members both sides begin
+			// with, which the differ passes in step.
+			name:     "duplicate of a key both sides begin with",
+			original: `{"metadata":{"name":"a","uid":"u","name":"b"}}`,
+			mutated:  `{"metadata":{"name":"a","uid":"u","name":"c"}}`,
+			wantErr:  `decode original document: at "/metadata": duplicate key "name"`,
+		},
+		{
+			name:     "added duplicate of a key both sides begin with",
+			original: `{"metadata":{"name":"a","uid":"u"}}`,
+			mutated:  `{"metadata":{"name":"a","uid":"u","name":"c"}}`,
+			wantErr:  `decode mutated document: at "/metadata": duplicate key "name"`,
+		},
+		{
 			name:     "duplicate key in mutated array element",
 			original: `{}`,
 			mutated:  `{"a/b":[{"k":1,"k":1}]}`,

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -117,26 +115,6 @@ func requestURL(raw string, timeout time.Duration) (string, error) {
 	return u.String(), nil
 }
 
-// newTransport is an HTTP/1.1-only transport, as kube-apiserver's webhook
-// client mostly is, holding at most n connections.
-func newTransport(o *Options) *http.Transport {
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	return &http.Transport{
-		// No Proxy: an HTTPS_PROXY in the environment must not reroute
-		// the load.
-		DialContext:         (&net.Dialer{Timeout: o.Timeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     o.TLSConfig.Clone(),
-		TLSHandshakeTimeout: o.Timeout,
-		Protocols:           &protocols,
-		MaxConnsPerHost:     o.Connections,
-		MaxIdleConns:        o.Connections,
-		MaxIdleConnsPerHost: o.Connections,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-}
-
 // Run sends load as opts say, and reports it. Its error is for a run that
 // could not start; failed requests are counted in the Result. When ctx is
 // cancelled the run stops early and the Result, marked Interrupted, covers
@@ -160,8 +138,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, fmt.Errorf("sample server: %w", err)
 		}
 	}
-	transport := newTransport(&opts)
-	defer transport.CloseIdleConnections()
+	endpoint, err := newEndpoint(target, opts.TLSConfig, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
 
 	r := &Result{
 		URL:         target,
@@ -196,8 +176,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		w := &worker{
 			opts:       &opts,
 			sched:      s,
-			client:     &http.Client{Transport: transport},
-			url:        target,
+			endpoint:   endpoint,
 			uids:       uids,
 			maxSamples: opts.MaxSamples / opts.Connections,
 		}
@@ -326,11 +305,11 @@ type schedule struct {
 // worker sends requests on one connection's worth of concurrency and
 // tallies them, unshared until the run is over.
 type worker struct {
-	opts   *Options
-	sched  *schedule
-	client *http.Client
-	url    string
-	uids   *uidSource
+	opts     *Options
+	sched    *schedule
+	endpoint *endpoint
+	conn     *conn // nil until the first request, and after a failed one
+	uids     *uidSource
 
 	warmup, measured Counts
 	samples          []time.Duration
@@ -343,6 +322,11 @@ type worker struct {
 }
 
 func (w *worker) run(ctx context.Context) {
+	defer func() {
+		if w.conn != nil {
+			w.conn.close()
+		}
+	}()
 	s := w.sched
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
@@ -425,27 +409,24 @@ type review struct {
 func (w *worker) post(ctx context.Context, seq uint64) (errorClass, string) {
 	p := &w.opts.Payloads[seq%uint64(len(w.opts.Payloads))]
 	w.uid = w.uids.appendUID(w.uid[:0], seq)
-	ctx, cancel := context.WithTimeout(ctx, w.opts.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(p.body(w.uid)))
-	if err != nil {
-		return classTransport, fmt.Sprintf("build request: %v", err)
+	if w.conn == nil {
+		c, err := w.endpoint.dial(ctx)
+		if err != nil {
+			return classTransport, fmt.Sprintf("post %s: connect: %v", p.Name, err)
+		}
+		w.conn = c
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := w.client.Do(req)
+	status, keep, err := w.conn.post(ctx, p.body(w.uid), &w.resp, w.opts.MaxResponseBytes)
+	if err != nil || !keep {
+		w.conn.close()
+		w.conn = nil
+	}
 	if err != nil {
 		return classTransport, fmt.Sprintf("post %s: %v", p.Name, err)
 	}
-	w.resp.Reset()
-	_, err = w.resp.ReadFrom(io.LimitReader(resp.Body, w.opts.MaxResponseBytes+1))
-	resp.Body.Close()
-	if err != nil {
-		return classTransport, fmt.Sprintf("read answer to %s: %v", p.Name, err)
-	}
 	body := w.resp.Bytes()
-	if resp.StatusCode != http.StatusOK {
-		return classHTTPStatus, fmt.Sprintf("%s: status %d: %s", p.Name, resp.StatusCode, clip(body))
+	if status != http.StatusOK {
+		return classHTTPStatus, fmt.Sprintf("%s: status %d: %s", p.Name, status, clip(body))
 	}
 	if int64(len(body)) > w.opts.MaxResponseBytes {
 		return classBadBody, fmt.Sprintf("%s: answer larger than %d bytes", p.Name, w.opts.MaxResponseBytes)
