@@ -143,7 +143,7 @@ test-race: policy ## The host tests under the race detector
 FUZZ_TARGETS := FuzzValidate FuzzIndex FuzzCheckSuppliedValue FuzzAppendJSONString FuzzAnnotationValue FuzzStr FuzzTooDeep
 .PHONY: fuzz
 fuzz: ## A short, bounded fuzz run of each target (FUZZTIME, default 10s); logs in build/fuzz-TARGET.log
-	@mkdir -p $(BUILD); for t in $(addprefix ./policy:,$(FUZZ_TARGETS)) ./host/admission:FuzzCreatePatch ./host/admission:FuzzCheckDepth; do \
+	@mkdir -p $(BUILD); for t in $(addprefix ./policy:,$(FUZZ_TARGETS)) ./host/admission:FuzzCreatePatch ./host/admission:FuzzCanonical ./host/admission:FuzzCheckDepth; do \
 	  pkg=$${t%%:*}; f=$${t##*:}; log=$(BUILD)/fuzz-$$f.log; \
 	  for attempt in 1 2; do \
 	    echo "fuzz $$f ($(FUZZTIME))"; \

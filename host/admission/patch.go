@@ -136,6 +136,11 @@ func (d *differ) diff(path string, a, b gjson.Result) error {
 
 // add appends an add or replace of the value v.
 func (d *differ) add(op, path string, v gjson.Result) error {
+	if raw := strings.TrimSpace(v.Raw); canonical(raw) {
+		// Already written as writeNode would write it: taken as it is.
+		d.ops = append(d.ops, patchOp{op: op, path: path, raw: raw})
+		return nil
+	}
 	n, err := parseAt([]byte(v.Raw), path)
 	if err != nil {
 		return fmt.Errorf("decode mutated document: %w", err)
@@ -554,6 +559,55 @@ type patchOp struct {
 	op    string
 	path  string
 	value *node
+	// raw, when set, is the value's text instead of value: valid JSON that
+	// writeNode would write byte for byte the same (see canonical).
+	raw string
+}
+
+// canonical reports whether raw, a valid JSON value, is already in the
+// form writeNode gives it, so that decoding and encoding it again would
+// change nothing: no whitespace between tokens, no escapes in strings but
+// \" and \\, only ASCII, and no object with more than one member (so no
+// duplicate keys to refuse). The value a mutating policy adds, an
+// annotation or a map holding one, is all of these.
+func canonical(raw string) bool {
+	inString := false
+	depth, members := 0, 0
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c >= 0x80 {
+			return false
+		}
+		if inString {
+			switch c {
+			case '\\':
+				if i+1 >= len(raw) || (raw[i+1] != '"' && raw[i+1] != '\\') {
+					return false
+				}
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case ' ', '\t', '\n', '\r':
+			return false
+		case '{':
+			depth++
+		case '}':
+			depth--
+		case ',':
+			// A comma between members of an object: more than one member.
+			// (Arrays are fine, but telling them apart needs a stack.)
+			if depth > 0 {
+				members++
+			}
+		}
+	}
+	return members == 0
 }
 
 // pointerEscaper escapes a reference token per RFC 6901 §3. strings.Replacer
@@ -577,7 +631,11 @@ func encodePatch(ops []patchOp) []byte {
 		buf.WriteString(op.op)
 		buf.WriteString(`","path":`)
 		writeString(&buf, op.path)
-		if op.value != nil {
+		switch {
+		case op.raw != "":
+			buf.WriteString(`,"value":`)
+			buf.WriteString(op.raw)
+		case op.value != nil:
 			buf.WriteString(`,"value":`)
 			writeNode(&buf, op.value)
 		}

@@ -585,3 +585,22 @@ func BenchmarkCreatePatch_hugeAnnotations(b *testing.B) {
 		}
 	}
 }
+
+// FuzzCanonical: a value the differ copies as it is (canonical) is exactly
+// what decoding and writing it again would give.
+func FuzzCanonical(f *testing.F) {
+	for _, s := range []string{`"a"`, `{"yunikorn.apache.org/user.info":"{\"user\":\"alice\"}"}`, `{"a":{"b":[1,2,{"c":null}]}}`,
+		`[true,false,-1.5e3]`, `"a\\b"`, `"\u00e9"`, `{"a":1,"a":2}`, `"<&>"`, `{"a" :1}`, `"\/"`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) || !canonical(s) {
+			return
+		}
+		n, err := parseAt([]byte(s), "")
+		require.NoError(t, err, "%s", s)
+		var buf bytes.Buffer
+		writeNode(&buf, n)
+		assert.Equal(t, s, buf.String())
+	})
+}
