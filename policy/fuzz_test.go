@@ -244,27 +244,22 @@ func FuzzIndex(f *testing.F) {
 					raw   string
 					index int
 				}
-				var want, got []member
+				var want []member
 				v.ForEach(func(k, e gjson.Result) bool { want = append(want, member{k.Raw, e.Raw, e.Index}); return true })
-				for it := newMemberIter(v); ; {
-					k, raw, at, ok := it.next()
-					if !ok {
-						break
+				all := func(it memberIter) []member {
+					var got []member
+					for {
+						k, raw, at, ok := it.next()
+						if !ok {
+							return got
+						}
+						e := it.value(raw, at)
+						got = append(got, member{k, e.Raw, e.Index})
 					}
-					e := it.value(raw, at)
-					got = append(got, member{k, e.Raw, e.Index})
 				}
-				require.Equal(t, want, got, "members of %s", v.Raw)
+				require.Equal(t, want, all(newMemberIter(v)), "members of %s", v.Raw)
 				// And the same without the index, as for JSON outside the payload.
-				got = got[:0]
-				for it := (memberIter{m: jsonindex.NewMembers(v.Raw, nil, 0), index: v.Index}); ; {
-					k, raw, at, ok := it.next()
-					if !ok {
-						break
-					}
-					e := it.value(raw, at)
-					got = append(got, member{k, e.Raw, e.Index})
-				}
+				got := all(memberIter{m: jsonindex.NewMembers(v.Raw, nil, 0), index: v.Index})
 				require.Equal(t, want, got, "members of %s, not indexed", v.Raw)
 			}
 			if v.IsObject() || v.IsArray() {
