@@ -389,8 +389,11 @@ func (m *Members) Next() (key, value string, at int, ok bool) {
 	v := i
 	switch s[i] {
 	case '{', '[':
-		if m.ix != nil {
-			i = m.ix.End(m.off+i) - m.off
+		// Through the index when it knows this container; scanned
+		// otherwise (never for a part of the indexed document, but a
+		// wrong guess must cost time, not members).
+		if e := m.end(i); e >= 0 {
+			i = e
 		} else {
 			i = containerEnd(s, i)
 		}
@@ -416,6 +419,19 @@ func (m *Members) Next() (key, value string, at int, ok bool) {
 	}
 	m.i = i
 	return key, value, v, true
+}
+
+// end returns, from the index, the offset in the object past the
+// container that starts at i, or -1 when the index does not know it.
+func (m *Members) end(i int) int {
+	if m.ix == nil {
+		return -1
+	}
+	e := m.ix.End(m.off + i)
+	if e < 0 || e-m.off > len(m.s) {
+		return -1
+	}
+	return e - m.off
 }
 
 // containerEnd returns the offset past the object or array of valid JSON

@@ -84,3 +84,19 @@ func TestSpecial8_everyByteAtEveryPlace(t *testing.T) {
 	assert.Equal(t, 1, bits.TrailingZeros64(special8("a\"\\aaaaa", 0))>>3)
 	assert.Zero(t, special8("\xff\x80\x7f !#[]", 0))
 }
+
+func TestMembers_anIndexThatDoesNotKnowTheObjectIsNotTrusted(t *testing.T) {
+	doc := `{"a":{"b":[1]},"c":2}`
+	var other Index
+	require.True(t, other.Scan(`[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20]`, 4))
+	it := NewMembers(doc, &other, 0) // the index of another document
+	var keys []string
+	for {
+		k, _, _, ok := it.Next()
+		if !ok {
+			break
+		}
+		keys = append(keys, k)
+	}
+	assert.Equal(t, []string{`"a"`, `"c"`}, keys)
+}
