@@ -22,21 +22,10 @@ func malformed(field, what string) *inputError { return &inputError{field: field
 // would use exactly that disagreement to show us one value and store another.
 // The result does not exist when the key is absent.
 func member(obj gjson.Result, field, key string) (gjson.Result, error) {
-	var found gjson.Result
-	it := newMemberIter(obj)
-	for {
-		k, raw, at, ok := it.next()
-		if !ok {
-			return found, nil
-		}
-		if plainKey(k) != key {
-			continue
-		}
-		if found.Exists() {
-			return gjson.Result{}, malformed(join(field, key), "duplicate key")
-		}
-		found = it.value(raw, at)
-	}
+	keys := [1]string{key}
+	var out [1]gjson.Result
+	err := members(obj, field, keys[:], out[:])
+	return out[0], err
 }
 
 // members is member for several keys at once, in one pass over obj: every

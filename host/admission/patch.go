@@ -62,12 +62,13 @@ func CreatePatch(original, mutated []byte) ([]byte, error) {
 //
 // The diff stops with ctx's error once ctx is done.
 func diffDocuments(ctx context.Context, original, mutated []byte) ([]patchOp, error) {
-	a, err := scan(original, maxDepth)
-	if err != nil {
+	// On failure the error is parseDocument's, which names where.
+	a := index(original, maxDepth)
+	if a == nil {
 		return nil, fmt.Errorf("decode original document: %w", invalidError(original))
 	}
-	b, err := scan(mutated, maxDepth)
-	if err != nil {
+	b := index(mutated, maxDepth)
+	if b == nil {
 		return nil, fmt.Errorf("decode mutated document: %w", invalidError(mutated))
 	}
 	return diffValid(ctx, original, mutated, a, b)

@@ -256,8 +256,8 @@ func Review(resp *Response) ([]byte, error) {
 // the API server's 3 MiB limit, and copying them per level would cost more
 // than the evaluation.
 func decodeObject(data []byte) (*scanned, object, error) {
-	doc := &scanned{doc: unsafe.String(unsafe.SliceData(data), len(data))}
-	if !doc.ix.Scan(doc.doc, maxDepth) {
+	doc := index(data, maxDepth)
+	if doc == nil {
 		return nil, nil, explainInvalid(data)
 	}
 	top, err := doc.members(data)
@@ -275,14 +275,24 @@ type scanned struct {
 // scan scans data, refusing it if it is not valid JSON or nests deeper
 // than limit; the error says which.
 func scan(data []byte, limit int) (*scanned, error) {
-	doc := &scanned{doc: unsafe.String(unsafe.SliceData(data), len(data))}
-	if !doc.ix.Scan(doc.doc, limit) {
+	doc := index(data, limit)
+	if doc == nil {
 		if err := CheckDepth(data, limit); err != nil {
 			return nil, err
 		}
 		return nil, explainInvalid(data)
 	}
 	return doc, nil
+}
+
+// index scans data, a view of which the result keeps; nil when data is not
+// valid JSON nested at most limit deep.
+func index(data []byte, limit int) *scanned {
+	doc := &scanned{doc: unsafe.String(unsafe.SliceData(data), len(data))}
+	if !doc.ix.Scan(doc.doc, limit) {
+		return nil
+	}
+	return doc
 }
 
 // objectMembers iterates over the members of obj, a valid JSON object,
