@@ -2,7 +2,8 @@
 # The benchmarks of docs/PERFORMANCE.md (make bench), in order, each result
 # saved under $OUT and printed:
 #   1. perf       go test -bench ./policy/ ./host/conformance/: native vs wasm evaluation,
-#                 fresh vs pooled instances        -> $OUT/perf.txt
+#                 fresh vs pooled instances, the fixed cost of a call
+#                                                  -> $OUT/perf.txt
 #   2. admission  go test -bench in the bench/ module: ours vs YuniKorn's
 #                 admission controller             -> $OUT/admission.txt
 #   3. load       a local serve under bench/cmd/loadgen at each of RATES, as
