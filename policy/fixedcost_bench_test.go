@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,9 +11,8 @@ import (
 // BenchmarkFixedCost times natively the DELETE that host/conformance's
 // BenchmarkFixedCost times through the built module.
 func BenchmarkFixedCost(b *testing.B) {
-	req, err := os.ReadFile(filepath.Join(fixtures.Dir(), "requests", "delete-pod.json"))
+	payload, err := fixtures.RequestPayload("delete-pod")
 	require.NoError(b, err)
-	payload := []byte(`{"request":` + string(req) + `,"settings":{}}`)
 	b.Run("op=validate-delete/impl=native", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(payload)))

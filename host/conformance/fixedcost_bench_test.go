@@ -2,8 +2,6 @@ package conformance
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,9 +27,8 @@ func BenchmarkFixedCost(b *testing.B) {
 			}
 		}
 	})
-	req, err := os.ReadFile(filepath.Join(fixtures.Dir(), "requests", "delete-pod.json"))
+	payload, err := fixtures.RequestPayload("delete-pod")
 	require.NoError(b, err)
-	payload := []byte(`{"request":` + string(req) + `,"settings":{}}`)
 	b.Run("op=validate-delete/impl=wasm", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(payload)))

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -78,10 +79,7 @@ func (e *endpoint) dial(ctx context.Context) (*conn, error) {
 // post sends body and reads the answer into dst (reset first), at most
 // limit+1 bytes of it. keep is false when the connection cannot carry
 // another request.
-func (c *conn) post(ctx context.Context, body []byte, dst interface {
-	io.ReaderFrom
-	Reset()
-}, limit int64) (status int, keep bool, err error) {
+func (c *conn) post(ctx context.Context, body []byte, dst *bytes.Buffer, limit int64) (status int, keep bool, err error) {
 	deadline := time.Now().Add(c.target.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d

@@ -170,20 +170,13 @@ func writeComparison(b *strings.Builder, c Comparison, set *BenchSet) {
 	writeRow(b, header...)
 	writeAlign(b, len(header))
 	for _, p := range pairs {
-		row := []string{"`" + p.Fixture + "`", nsCell(p.Base), nsCell(p.Other), ratioCell(p.Ratio())}
+		r := p.Ratio()
+		row := []string{"`" + p.Fixture + "`", nsCell(p.Base), nsCell(p.Other), ratioCell(r)}
 		if c.Target > 0 {
-			cell := "n/a"
-			if r := p.Ratio(); r > 0 {
-				cell = metMissed(r <= c.Target)
-			}
-			row = append(row, cell)
+			row = append(row, targetCell(r, r <= c.Target))
 		}
 		if c.AtLeast > 0 {
-			cell := "n/a"
-			if r := p.Ratio(); r > 0 {
-				cell = metMissed(r >= c.AtLeast)
-			}
-			row = append(row, cell)
+			row = append(row, targetCell(r, r >= c.AtLeast))
 		}
 		if throughput {
 			row = append(row, fmt.Sprintf("%.0f", p.Base.MBPerS))
@@ -192,6 +185,15 @@ func writeComparison(b *strings.Builder, c Comparison, set *BenchSet) {
 		writeRow(b, row...)
 	}
 	b.WriteString("\n")
+}
+
+// targetCell says whether the ratio r met its target, n/a when r is
+// missing (0).
+func targetCell(r float64, met bool) string {
+	if r <= 0 {
+		return "n/a"
+	}
+	return metMissed(met)
 }
 
 func writeOthers(b *strings.Builder, set *BenchSet) {
