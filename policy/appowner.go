@@ -7,17 +7,25 @@ import (
 )
 
 // Application ownership (docs/BEHAVIOUR.md §3.5): YuniKorn adds a Pod to
-// the application its application ID names, whoever created the Pod, and
-// the application keeps the user of its first Pod. So a Pod labelled with
+// the application its application ID names, whoever created the Pod and
+// whatever its namespace (the shim keys applications by ID alone), and the
+// application keeps the user of its first Pod. So a Pod labelled with
 // someone else's application ID runs in their application, queue and
-// quota. With applicationOwnership on, a new Pod whose application ID is
-// used in its namespace by a Pod of another user is refused (enforce) or
-// admitted with a warning (warn).
+// quota, and so does a Pod without an ID in a namespace where another
+// user's Pods already share the ID the shim generates for it. With
+// applicationOwnership on, a Pod that would join an application whose live
+// Pods belong to another user is refused (enforce) or admitted with a
+// warning (warn), on CREATE and on an UPDATE that changes the application
+// of a Pod not yet bound.
 
 // appOwnershipSettings say what to do, and for which scheduler's Pods.
 type appOwnershipSettings struct {
 	mode          string // off, warn, enforce (the queue check's modes)
 	schedulerName string
+	// uniqueAppIDs mirrors the scheduler's
+	// admissionController.filtering.generateUniqueAppId: a Pod without an
+	// ID then gets one of its own rather than its namespace's.
+	uniqueAppIDs bool
 }
 
 // The application ID sources, in the order the YuniKorn shim (k8shim
@@ -30,10 +38,16 @@ const (
 	// uniqueAutogenSuffix makes the shim replace it with the Pod's uid: an
 	// application of its own.
 	uniqueAutogenSuffix = "-uniqueautogen"
+	// The ID the shim generates for a Pod without one (GenerateApplicationID
+	// without generateUniqueAppId): one application per namespace, cut to
+	// 63 bytes.
+	autogenPrefix = "yunikorn-"
+	autogenSuffix = "-autogen"
+	maxAppIDLen   = 63
 )
 
 // parseAppOwnership reads applicationOwnership: a mode, or {mode,
-// schedulerName}.
+// schedulerName, generateUniqueAppIds}.
 func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSettings {
 	const key = "settings." + keyAppOwnership
 	a := &appOwnershipSettings{mode: queueCheckOff, schedulerName: "yunikorn"}
@@ -43,7 +57,7 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 		return a
 	}
 	if !isObject(v) {
-		errs.problems = append(errs.problems, key+": must be a mode (enforce, warn, off) or an object with mode and schedulerName, got "+describe(v))
+		errs.problems = append(errs.problems, key+": must be a mode (enforce, warn, off) or an object with mode, schedulerName and generateUniqueAppIds, got "+describe(v))
 		return nil
 	}
 	hasMode := false
@@ -58,8 +72,10 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 				return
 			}
 			a.schedulerName = str(f)
+		case "generateUniqueAppIds":
+			a.uniqueAppIDs = parseBool(errs, keyAppOwnership+"."+name, f, false)
 		default:
-			errs.problems = append(errs.problems, key+": unknown key "+quote(name)+" (known keys: mode, schedulerName)")
+			errs.problems = append(errs.problems, key+": unknown key "+quote(name)+" (known keys: mode, schedulerName, generateUniqueAppIds)")
 		}
 	})
 	if !hasMode {
@@ -68,9 +84,8 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 	return a
 }
 
-// podAppID is the application ID the shim gives a Pod (its metadata m):
-// "" when the Pod names none (the shim then generates one per namespace or
-// per Pod, which this check leaves alone).
+// podAppID is the application ID a Pod names (its metadata's labels and
+// annotations), in the shim's order: "" when it names none.
 func podAppID(labels, annotations gjson.Result) string {
 	get := func(m gjson.Result, key string) string {
 		v := m.Get(gjson.Escape(key))
@@ -92,6 +107,50 @@ func podAppID(labels, annotations gjson.Result) string {
 	return id
 }
 
+// appIDOf is the application the shim puts a Pod of namespace ns in, by
+// its metadata: the ID it names, else the one the shim generates. "" when
+// the Pod gets an application of its own (the -uniqueautogen suffix, or
+// generateUniqueAppIds), which no other Pod can join.
+func (a *appOwnershipSettings) appIDOf(ns string, meta gjson.Result) (id string, generated bool) {
+	id = podAppID(meta.Get("labels"), meta.Get("annotations"))
+	switch {
+	case strings.HasSuffix(id, uniqueAutogenSuffix):
+		return "", false
+	case id != "":
+		return id, false
+	case a.uniqueAppIDs:
+		return "", false
+	}
+	return generatedAppID(ns), true
+}
+
+// generatedAppID is the ID the shim gives the Pods of namespace ns that
+// name none ("" reads as default, as the shim tags it).
+func generatedAppID(ns string) string {
+	if ns == "" {
+		ns = "default"
+	}
+	id := autogenPrefix + ns + autogenSuffix
+	if len(id) > maxAppIDLen {
+		id = id[:maxAppIDLen]
+	}
+	return id
+}
+
+// generatedNamespace is the namespace whose generated application id is,
+// if it is one: Pods without an ID in that namespace belong to it too. A
+// generated ID cut to 63 bytes names no namespace for sure and is "".
+func generatedNamespace(id string) string {
+	if !strings.HasPrefix(id, autogenPrefix) || !strings.HasSuffix(id, autogenSuffix) {
+		return ""
+	}
+	ns := id[len(autogenPrefix) : len(id)-len(autogenSuffix)]
+	if ns == "" || generatedAppID(ns) != id {
+		return ""
+	}
+	return ns
+}
+
 // validLabelValue reports whether s can be a label value, and so be found
 // with a label selector.
 func validLabelValue(s string) bool {
@@ -108,66 +167,118 @@ func validLabelValue(s string) bool {
 	return true
 }
 
-// checkAppOwnership applies applicationOwnership to an admitted Pod
-// CREATE.
-func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur *podMeta) decision {
+// checkAppOwnership applies applicationOwnership to an admitted Pod: a
+// CREATE, or an UPDATE that changes the application of a Pod not yet bound
+// (old is nil on CREATE).
+func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, old *podMeta) decision {
 	ao := s.AppOwnership
-	if ao == nil || ao.mode == queueCheckOff || !d.accepted || s.ValidateOnly || kind != (kindRef{"", "Pod"}) {
+	if ao == nil || ao.mode == queueCheckOff || !d.accepted || kind != (kindRef{"", "Pod"}) {
 		return d
 	}
 	pod := cur.podObject()
 	if sched := pod.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != ao.schedulerName {
 		return d
 	}
-	meta := pod.Get("metadata")
-	appID := podAppID(meta.Get("labels"), meta.Get("annotations"))
-	if appID == "" || strings.HasSuffix(appID, uniqueAutogenSuffix) || !validLabelValue(appID) {
-		// No ID, an ID of its own, or one that no label can carry and so
-		// no selector can find (docs/BEHAVIOUR.md §3.5).
-		return d
-	}
 	ns := ""
 	if r.namespace.Type == gjson.String {
 		ns = str(r.namespace)
 	}
+	appID, generated := ao.appIDOf(ns, pod.Get("metadata"))
+	if appID == "" {
+		return d // an application of its own
+	}
+	if old != nil {
+		if !unbound(old) {
+			return d
+		}
+		if oldID, _ := ao.appIDOf(ns, old.podObject().Get("metadata")); oldID == appID {
+			return d // checked when it was set
+		}
+	}
+	gns := ""
+	if generated {
+		gns = ns
+	} else {
+		gns = generatedNamespace(appID)
+	}
 	user, _ := recordedIdentity(d, cur, s)
-	owner, ownerPod, err := appOwner(ns, appID, ao.schedulerName, user, s)
+	owner, ownerPod, err := appOwner(ao, appID, gns, user, s)
 	if err != nil {
 		return checkSkipped(d, "application ownership check", "the Pods of application "+appID+" could not be listed: "+err.Error())
 	}
 	if owner == "" {
 		return d
 	}
-	return checkFound(d, "application ownership", ao.mode, "application "+appID+" in namespace "+ns+" belongs to user "+owner+
-		" (pod "+ownerPod+"): a pod of user "+user+" may not join it")
+	msg := "application " + appID + " belongs to user " + owner + " (pod " + ownerPod + "): a pod of user " + user + " may not join it"
+	if generated {
+		msg = "pods without an application ID in namespace " + ns + " join YuniKorn's generated application " + appID +
+			", which belongs to user " + owner + " (pod " + ownerPod + "): a pod of user " + user +
+			" may not join it; label it with an application ID of its own (applicationId), or run YuniKorn with admissionController.filtering.generateUniqueAppId"
+	}
+	return checkFound(d, "application ownership", ao.mode, msg)
 }
 
-// appOwner finds a Pod of another user than user in application appID of
-// namespace ns: it lists the Pods carrying the ID in each label the shim
-// reads, and keeps those whose application, by the shim's order, is appID.
-func appOwner(ns, appID, schedulerName, user string, s *Settings) (owner, pod string, err error) {
-	for _, key := range [...]string{labelAppIDCanonical, labelAppID, labelSparkAppID} {
-		items, err := listPods(ns, key+"="+appID)
-		if err != nil {
-			return "", "", err
-		}
+// unbound reports whether a Pod (as pm has it) is not yet bound to a node:
+// the shim still reads its application when it schedules it.
+func unbound(pm *podMeta) bool {
+	n := pm.podObject().Get("spec.nodeName")
+	return n.Type != gjson.String || str(n) == ""
+}
+
+// podListFields are the fields the ownership check reads of each Pod.
+const podListFields = `["metadata.name","metadata.namespace","metadata.labels","metadata.annotations","spec.schedulerName","status.phase"]`
+
+// appOwner finds a live Pod of another user than user in application
+// appID, wherever it is: the Pods of every namespace that carry the ID in a
+// label the shim reads, and, when appID is the generated ID of namespace
+// gns, the Pods of gns that name no ID. Each counts only if its own
+// application, by the shim's order, is appID.
+func appOwner(ao *appOwnershipSettings, appID, gns, user string, s *Settings) (owner, pod string, err error) {
+	visit := func(items gjson.Result) {
 		items.ForEach(func(_, p gjson.Result) bool {
 			meta := p.Get("metadata")
-			if p.Get("spec.schedulerName").String() != schedulerName || podAppID(meta.Get("labels"), meta.Get("annotations")) != appID {
+			if p.Get("spec.schedulerName").String() != ao.schedulerName || terminated(p) {
 				return true
 			}
-			other := podUser(meta, s)
-			if other != user {
-				owner, pod = other, meta.Get("name").String()
+			if id, _ := ao.appIDOf(meta.Get("namespace").String(), meta); id != appID {
+				return true
+			}
+			if other := podUser(meta, s); other != user {
+				owner, pod = other, meta.Get("namespace").String()+"/"+meta.Get("name").String()
 				return false
 			}
 			return true
 		})
-		if owner != "" {
-			return owner, pod, nil
+	}
+	if validLabelValue(appID) {
+		for _, key := range [...]string{labelAppIDCanonical, labelAppID, labelSparkAppID} {
+			items, err := listPods("", key+"="+appID)
+			if err != nil {
+				return "", "", err
+			}
+			if visit(items); owner != "" {
+				return owner, pod, nil
+			}
 		}
 	}
-	return "", "", nil
+	if gns != "" {
+		items, err := listPods(gns, "")
+		if err != nil {
+			return "", "", err
+		}
+		visit(items)
+	}
+	return owner, pod, nil
+}
+
+// terminated reports whether a Pod has finished: the shim no longer counts
+// it in its application, which completes once no live Pod is left.
+func terminated(p gjson.Result) bool {
+	switch p.Get("status.phase").String() {
+	case "Succeeded", "Failed":
+		return true
+	}
+	return false
 }
 
 // podUser is the user YuniKorn reads from a stored Pod's metadata.
@@ -177,16 +288,27 @@ func podUser(meta gjson.Result, s *Settings) string {
 	return user
 }
 
-// listPods asks the host's kubernetes/list_resources_by_namespace for the
-// Pods of ns that match selector, with only the fields this check reads.
+// listPods asks the host for the Pods that match selector ("" for all),
+// with only the fields the ownership check reads: those of namespace ns
+// (kubernetes/list_resources_by_namespace), or of every namespace when ns is
+// "" (kubernetes/list_resources_all).
 func listPods(ns, selector string) (gjson.Result, error) {
-	b := make([]byte, 0, 160)
-	b = append(b, `{"api_version":"v1","kind":"Pod","namespace":`...)
-	b = appendJSONString(b, ns)
-	b = append(b, `,"label_selector":`...)
-	b = appendJSONString(b, selector)
-	b = append(b, `,"field_masks":["metadata.name","metadata.labels","metadata.annotations","spec.schedulerName"]}`...)
-	out, err := callHost("kubewarden", "kubernetes", "list_resources_by_namespace", b)
+	b := make([]byte, 0, 256)
+	b = append(b, `{"api_version":"v1","kind":"Pod"`...)
+	op := "list_resources_all"
+	if ns != "" {
+		op = "list_resources_by_namespace"
+		b = append(b, `,"namespace":`...)
+		b = appendJSONString(b, ns)
+	}
+	if selector != "" {
+		b = append(b, `,"label_selector":`...)
+		b = appendJSONString(b, selector)
+	}
+	b = append(b, `,"field_masks":`...)
+	b = append(b, podListFields...)
+	b = append(b, '}')
+	out, err := callHost("kubewarden", "kubernetes", op, b)
 	if err != nil {
 		return gjson.Result{}, err
 	}

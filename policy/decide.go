@@ -141,10 +141,20 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 		d, err = decideCreate(s, r, kind, id, cur)
 		if err == nil {
 			d = checkQueue(d, r, s, kind, cur)
-			d = checkAppOwnership(d, r, s, kind, cur)
+			d = checkAppOwnership(d, r, s, kind, cur, nil)
 		}
 	} else {
-		d, err = decideUpdate(r, path, cur)
+		var old *podMeta
+		d, old, err = decideUpdate(r, path, cur)
+		if err == nil && kind == (kindRef{"", "Pod"}) && unbound(old) {
+			// The shim reads a Pod's application and queue when it
+			// schedules it, not when it was created: an UPDATE before
+			// binding that moves it is checked as a CREATE would be.
+			if queueMoved(old, cur) || appMoved(s, r, old, cur) {
+				d = checkQueue(d, r, s, kind, cur)
+			}
+			d = checkAppOwnership(d, r, s, kind, cur, old)
+		}
 	}
 	if err != nil {
 		d = rejectInput(err)
@@ -262,37 +272,56 @@ func (r rbacReview) resourceName() string {
 // decideUpdate: docs/BEHAVIOUR.md §4.3, UPDATE. Nobody may change the recorded identity,
 // whatever the settings: the rules hold for allowed submitters and with
 // bypassAuth too.
-func decideUpdate(r request, path []string, cur *podMeta) (decision, error) {
+// It also returns the old object's metadata, for the checks that follow.
+func decideUpdate(r request, path []string, cur *podMeta) (decision, *podMeta, error) {
 	oldRaw, err := objectField(r.oldObject, "oldObject")
 	if err != nil {
-		return decision{}, err
+		return decision{}, nil, err
 	}
 	old, err := locate(oldRaw, "request.oldObject", path)
 	if err != nil {
-		return decision{}, err
+		return decision{}, nil, err
 	}
 	oldValue, oldToken, oldPresent, err := old.annotation()
 	if err != nil {
-		return decision{}, err
+		return decision{}, nil, err
 	}
 	newValue, _, newPresent, err := cur.annotation()
 	if err != nil {
-		return decision{}, err
+		return decision{}, nil, err
 	}
 	switch {
 	case !oldPresent && !newPresent:
-		return accept("update: absent before and after"), nil
+		return accept("update: absent before and after"), old, nil
 	case oldPresent && newPresent && oldValue == newValue:
-		return accept("update: unchanged"), nil
+		return accept("update: unchanged"), old, nil
 	case oldPresent && !newPresent:
 		// A server-side apply or GitOps re-apply of a manifest that never
 		// had the annotation: keep the old value instead of failing.
 		d := accept("update: removed, restore")
 		d.mutation = []edit{{meta: cur, token: []byte(oldToken)}}
 		d.warnings = []string{warnRestored}
-		return d, nil
+		return d, old, nil
 	}
-	return reject("update: changed", codeForbidden, msgChangeNotAllowed), nil
+	return reject("update: changed", codeForbidden, msgChangeNotAllowed), old, nil
+}
+
+// queueMoved reports whether an UPDATE changes the queue a Pod asks for.
+func queueMoved(old, cur *podMeta) bool { return podQueue(old) != podQueue(cur) }
+
+// appMoved reports whether an UPDATE changes the application a Pod joins.
+func appMoved(s *Settings, r request, old, cur *podMeta) bool {
+	ao := s.AppOwnership
+	if ao == nil {
+		ao = &appOwnershipSettings{}
+	}
+	ns := ""
+	if r.namespace.Type == gjson.String {
+		ns = str(r.namespace)
+	}
+	a, _ := ao.appIDOf(ns, old.podObject().Get("metadata"))
+	b, _ := ao.appIDOf(ns, cur.podObject().Get("metadata"))
+	return a != b
 }
 
 // bindingKind is what a pods/binding (or legacy bindings) request carries.

@@ -143,7 +143,7 @@ const (
 // warning, or as a refusal.
 func checkQueue(d decision, r request, s *Settings, kind kindRef, cur *podMeta) decision {
 	qc := s.QueueCheck
-	if qc == nil || qc.mode == queueCheckOff || !d.accepted || s.ValidateOnly {
+	if qc == nil || qc.mode == queueCheckOff || !d.accepted {
 		return d
 	}
 	target := cur.podObject()
