@@ -1,0 +1,172 @@
+package scenarios
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// appOwnerUser is the identity of the application ownership webhooks: it
+// may read Pods in every namespace, as the chart grants when
+// applicationOwnership is on (YuniKorn's application IDs are global).
+const appOwnerUser = "userinfo-appowner"
+
+// grantPodReader lets appOwnerUser list and watch Pods cluster-wide.
+func grantPodReader(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	name := "e2e-" + nameFor(t.Name()) + "-pods"
+	_, err := client(admin).RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = client(admin).RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: appOwnerUser}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		assert.NoError(t, client(admin).RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{}))
+		assert.NoError(t, client(admin).RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{}))
+	})
+}
+
+// gatedPod is a YuniKorn Pod in application appID held by a scheduling
+// gate: nothing schedules it until an update removes the gate.
+func gatedPod(name, appID string) *corev1.Pod {
+	p := ykPod(name, appID, nil)
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/hold"}}
+	return p
+}
+
+// relabel moves a gated Pod to application appID and removes its gate, in
+// one UPDATE, as user.
+func relabel(ctx context.Context, user, ns, pod, appID string) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}},"spec":{"schedulingGates":null}}`, appIDLabel, appID)
+	_, err := client(user).CoreV1().Pods(ns).Patch(ctx, pod, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// TestYuniKornApplicationOwnership checks application ownership against
+// the real scheduler's semantics. With a webhook in warn mode it shows what
+// the check guards against: YuniKorn puts a Pod in the application its ID
+// names whatever its namespace, puts the Pods that name no ID in one
+// generated application per namespace, and reads a gated Pod's application
+// when the gate goes; in each case bob's Pod ends up in alice's application.
+// With a webhook in enforce mode, each of those Pods is refused, and bob's
+// own applications still work.
+func TestYuniKornApplicationOwnership(t *testing.T) {
+	start(t)
+	ctx := t.Context()
+	grantPodReader(t)
+	startWebhookWith(t, "owner-warn", "owner-warn", "applicationOwnership: warn", appOwnerUser)
+	startWebhookWith(t, "owner-enforce", "owner-enforce", "applicationOwnership: enforce", appOwnerUser)
+	aliceID := e2e.identity[alice]
+
+	t.Run("warn shows the shim's semantics", func(t *testing.T) {
+		nsA, nsB := newNamespace(t, "owner-warn"), newNamespace(t, "owner-warn")
+		bobClient, warnings := clientWithWarnings(t, bob)
+
+		// An application ID is global: bob's Pod in nsB joins alice's
+		// application of nsA.
+		appID := "app-" + nsA + "-alice"
+		_, err := client(alice).CoreV1().Pods(nsA).Create(ctx, ykPod("alice-1", appID, nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitScheduled(t, nsA, "alice-1", appID)
+		_, err = bobClient.CoreV1().Pods(nsB).Create(ctx, ykPod("bob-joins", appID, nil), metav1.CreateOptions{})
+		require.NoError(t, err, "warn mode admits")
+		want := fmt.Sprintf("application %s belongs to user %s (pod %s/alice-1): a pod of user %s may not join it", appID, aliceID.User, nsA, bob)
+		assert.Contains(t, warnings.take(), want)
+		app := waitScheduled(t, nsB, "bob-joins", appID)
+		assert.Equal(t, aliceID.User, app.User, "bob's pod runs in alice's application, as alice")
+		assert.Len(t, app.Allocations, 2, "both pods in one application across namespaces")
+
+		// Without an ID, Pods of a namespace share its generated
+		// application, which belongs to its first Pod's user.
+		generated := "yunikorn-" + nsA + "-autogen"
+		noID := func(name string) *corev1.Pod {
+			p := ykPod(name, "", nil)
+			p.Labels = nil
+			return p
+		}
+		_, err = client(alice).CoreV1().Pods(nsA).Create(ctx, noID("alice-noid"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitScheduled(t, nsA, "alice-noid", generated)
+		_, err = bobClient.CoreV1().Pods(nsA).Create(ctx, noID("bob-noid"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		got := warnings.take()
+		assert.True(t, containsPrefix(got, "pods without an application ID in namespace "+nsA+" join YuniKorn's generated application "+generated+
+			", which belongs to user "+aliceID.User), "warnings: %q", got)
+		app = waitScheduled(t, nsA, "bob-noid", generated)
+		assert.Equal(t, aliceID.User, app.User, "bob's pod without an ID runs in alice's generated application")
+
+		// A gated Pod is placed when its gate goes, in the application it
+		// names then.
+		_, err = bobClient.CoreV1().Pods(nsB).Create(ctx, gatedPod("bob-gated", "app-"+nsB+"-bob"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		assert.Empty(t, warnings.take(), "bob's own application")
+		require.NoError(t, relabel(ctx, bob, nsB, "bob-gated", appID))
+		app = waitScheduled(t, nsB, "bob-gated", appID)
+		assert.Equal(t, aliceID.User, app.User, "the relabelled pod joined alice's application")
+		assert.Len(t, app.Allocations, 3)
+	})
+
+	t.Run("enforce refuses each", func(t *testing.T) {
+		nsA, nsB := newNamespace(t, "owner-enforce"), newNamespace(t, "owner-enforce")
+		appID := "app-" + nsA + "-alice"
+		_, err := client(alice).CoreV1().Pods(nsA).Create(ctx, ykPod("alice-1", appID, nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitScheduled(t, nsA, "alice-1", appID)
+		owned := fmt.Sprintf("application %s belongs to user %s (pod %s/alice-1): a pod of user %s may not join it", appID, aliceID.User, nsA, bob)
+
+		_, err = client(bob).CoreV1().Pods(nsB).Create(ctx, ykPod("bob-joins", appID, nil), metav1.CreateOptions{})
+		requireRefused(t, err, workloadsWebhook, owned)
+
+		generated := "yunikorn-" + nsA + "-autogen"
+		noID := ykPod("alice-noid", "", nil)
+		noID.Labels = nil
+		_, err = client(alice).CoreV1().Pods(nsA).Create(ctx, noID, metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitScheduled(t, nsA, "alice-noid", generated)
+		noID = ykPod("bob-noid", "", nil)
+		noID.Labels = nil
+		_, err = client(bob).CoreV1().Pods(nsA).Create(ctx, noID, metav1.CreateOptions{})
+		requireRefused(t, err, workloadsWebhook, "pods without an application ID in namespace "+nsA+" join YuniKorn's generated application "+generated+
+			", which belongs to user "+aliceID.User+" (pod "+nsA+"/alice-noid): a pod of user "+bob+" may not join it; label it with an application ID of its own (applicationId), or run YuniKorn with admissionController.filtering.generateUniqueAppId")
+		_, err = client(bob).CoreV1().Pods(nsB).Create(ctx, ykPod("bob-explicit", generated, nil), metav1.CreateOptions{})
+		requireRefused(t, err, workloadsWebhook, fmt.Sprintf("application %s belongs to user %s (pod %s/alice-noid): a pod of user %s may not join it", generated, aliceID.User, nsA, bob))
+
+		bobApp := "app-" + nsB + "-bob"
+		_, err = client(bob).CoreV1().Pods(nsB).Create(ctx, gatedPod("bob-gated", bobApp), metav1.CreateOptions{})
+		require.NoError(t, err)
+		requireRefused(t, relabel(ctx, bob, nsB, "bob-gated", appID), workloadsWebhook, owned)
+		require.NoError(t, relabel(ctx, bob, nsB, "bob-gated", bobApp), "releasing the gate in his own application")
+		app := waitScheduled(t, nsB, "bob-gated", bobApp)
+		assert.Equal(t, bob, app.User)
+
+		a, err := e2e.scheduler.Application(ctx, appID)
+		require.NoError(t, err)
+		assert.Len(t, a.Allocations, 1, "alice's application holds only her pod")
+	})
+}
+
+// containsPrefix reports whether one of list starts with prefix.
+func containsPrefix(list []string, prefix string) bool {
+	for _, s := range list {
+		if strings.HasPrefix(s, prefix) {
+			return true
+		}
+	}
+	return false
+}
