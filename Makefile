@@ -127,7 +127,7 @@ lint: ## staticcheck (2026.2.2) of the root, bench and release modules, and go m
 
 .PHONY: test
 test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 make bench): unit, fixture (native, wasm, CLI, webhook), second-host, manifest and fuzz-smoke tests
-	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./...
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory test-bench-tools
 	$(MAKE) --no-print-directory test-release
 	$(MAKE) --no-print-directory test-manifests
@@ -138,7 +138,7 @@ test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 
 
 .PHONY: test-race
 test-race: policy ## The host tests under the race detector
-	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 ./host/... ./cmd/...
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 -timeout 30m ./...t/... ./cmd/...
 
 FUZZ_TARGETS := FuzzValidate FuzzIndex FuzzCheckSuppliedValue FuzzAppendJSONString FuzzAnnotationValue FuzzStr FuzzTooDeep
 .PHONY: fuzz
