@@ -538,60 +538,98 @@ func (h *Handler) writeReview(w http.ResponseWriter, status int, resp *admission
 // flight past their budget.
 var errBudget = errors.New("body budget exhausted")
 
-// minBodyChunk is the first buffer readBody reserves, and its smallest
-// growth step.
-const minBodyChunk = 16 << 10
+// Body buffers come in powers of two from minBodyChunk to maxPooledChunk;
+// the classes in between are pooled, so that an ordinary review (a few
+// KiB) is read without allocating or clearing a buffer.
+const (
+	minBodyChunk   = 1 << 10
+	maxPooledChunk = 16 << 10
+	bodyClasses    = 5 // 1, 2, 4, 8 and 16 KiB
+)
 
-// bodyPool keeps first chunks for the next requests, so that a typical
-// review is read without allocating (and clearing) a buffer.
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, minBodyChunk); return &b }}
+var bodyPools [bodyClasses]sync.Pool
 
-// putBody gives a request's body back to the pool once nothing refers to
-// it; only first chunks (the pool's own size) go back.
+// bodyClass is the pool of buffers of capacity size, or -1.
+func bodyClass(size int) int {
+	for c, s := 0, minBodyChunk; s <= maxPooledChunk; c, s = c+1, s*2 {
+		if s == size {
+			return c
+		}
+	}
+	return -1
+}
+
+// getBody returns an empty buffer of capacity size, from its pool if it
+// has one.
+func getBody(size int) []byte {
+	if c := bodyClass(size); c >= 0 {
+		if b, ok := bodyPools[c].Get().(*[]byte); ok {
+			return (*b)[:0]
+		}
+	}
+	return make([]byte, 0, size)
+}
+
+// putBody gives a buffer back to its pool once nothing refers to it.
 func putBody(body []byte) {
-	if cap(body) == minBodyChunk {
-		body = body[:cap(body)]
-		bodyPool.Put(&body)
+	if c := bodyClass(cap(body)); c >= 0 {
+		body = body[:0]
+		bodyPools[c].Put(&body)
 	}
 }
 
-// readBody reads r to the end. The buffer grows with the bytes that
-// actually arrive (doubling, so a large body is copied O(1) times per
-// byte), and every growth is charged to inFlight first: a request that
-// only declares a large Content-Length holds one small chunk, and when the
-// bodies of all requests would exceed budget, the read stops with
-// errBudget. It returns what it charged, which the caller gives back.
+// readBody reads r to the end, charging the buffer it fills to inFlight,
+// the bytes of all bodies being read or evaluated; when they would exceed
+// budget, the read stops with errBudget. It returns what it charged,
+// which the caller gives back once the answer is written.
+//
+// Nothing is charged before the first byte arrives: a request that sent
+// only its headers (or an HTTP/2 stream that sent nothing) holds an empty
+// 1 KiB buffer and no share of the budget, however long it waits and
+// whatever length it declared. From then on the buffer doubles only when
+// it is full, so what a body is charged (its buffer's capacity) is never
+// more than twice the bytes it actually sent, or 1 KiB. The budget is
+// therefore taken only by bytes that arrived: to fill it, a client has to
+// send it.
 //
 // The buffer never grows past limit+1 bytes, enough for the reader (an
 // http.MaxBytesReader with that limit) to notice a body that is too long.
 func readBody(r io.Reader, limit int64, inFlight *atomic.Int64, budget int64) (body []byte, charged int64, err error) {
-	buf := []byte(nil)
-	if limit >= minBodyChunk {
-		// The first chunk comes from the pool: most reviews fit in it.
-		if inFlight.Add(minBodyChunk) > budget {
-			inFlight.Add(-minBodyChunk)
-			return nil, 0, errBudget
+	charge := func(size int64) bool {
+		if inFlight.Add(size-charged) > budget {
+			inFlight.Add(charged - size)
+			return false
 		}
-		charged = minBodyChunk
-		buf = (*bodyPool.Get().(*[]byte))[:0]
+		charged = size
+		return true
 	}
+	buf := getBody(int(min(minBodyChunk, limit+1)))
+	defer func() {
+		if err != nil {
+			putBody(buf)
+		}
+	}()
 	for {
 		if len(buf) == cap(buf) {
-			grow := min(int64(max(cap(buf), minBodyChunk)), limit+1-int64(cap(buf)))
-			if grow <= 0 {
-				grow = 1
+			// Full: every byte of it arrived, so doubling keeps the
+			// charge within twice what was received.
+			size := min(2*int64(cap(buf)), limit+1)
+			if size <= int64(cap(buf)) {
+				size = int64(cap(buf)) + 1
 			}
-			if inFlight.Add(grow) > budget {
-				inFlight.Add(-grow)
+			if !charge(size) {
 				return nil, charged, errBudget
 			}
-			charged += grow
-			next := make([]byte, len(buf), int64(cap(buf))+grow)
+			next := getBody(int(size))[:len(buf)]
 			copy(next, buf)
+			putBody(buf)
 			buf = next
 		}
 		n, rerr := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		if n > 0 && charged == 0 && !charge(int64(cap(buf))) {
+			return nil, 0, errBudget
+		}
 		if rerr == io.EOF {
 			return buf, charged, nil
 		}
