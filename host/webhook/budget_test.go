@@ -123,7 +123,7 @@ func TestReadBody_limit(t *testing.T) {
 // httptestRecorder is the ResponseWriter http.MaxBytesReader wants.
 type httptestRecorder struct{}
 
-func (httptestRecorder) Header() http.Header       { return http.Header{} }
+func (httptestRecorder) Header() http.Header         { return http.Header{} }
 func (httptestRecorder) Write(p []byte) (int, error) { return len(p), nil }
 func (httptestRecorder) WriteHeader(int)             {}
 
@@ -133,7 +133,7 @@ func (httptestRecorder) WriteHeader(int)             {}
 // budget is whole when they go.
 func TestHandler_headersOnlyHoldNothing(t *testing.T) {
 	t.Parallel()
-	h := NewHandler(Options{MaxBodyBytesInFlight: 64 << 10})
+	h := NewHandler(Options{MaxBodyBytesInFlight: 64 << 10, MaxRequestsPerClient: -1})
 	h.Start(policyFunc(func(context.Context, []byte) ([]byte, error) {
 		return []byte(`{"accepted":true}`), nil
 	}), emptySettings)

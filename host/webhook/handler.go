@@ -54,6 +54,20 @@ const DefaultMaxDepth = 512
 // never for the length it declares.
 const DefaultMaxBodyBytesInFlight = 32 << 20
 
+// DefaultMaxRequestsPerClient is the default of Options.MaxRequestsPerClient.
+// The API server calls admission webhooks over HTTP/1.1, one connection per
+// call in flight, so it is the same as DefaultMaxConnsPerClient: a client
+// that may open that many connections may have that many requests in
+// flight, and HTTP/2 streams spread over several connections count
+// together.
+const DefaultMaxRequestsPerClient = DefaultMaxConnsPerClient
+
+// DefaultLargeRequestBytes is the default of Options.LargeRequestBytes:
+// 256 KiB, some fifty times an ordinary Pod review and past which the
+// policy's cost (linear in the object's size) is in milliseconds rather
+// than microseconds.
+const DefaultLargeRequestBytes = 256 << 10
+
 // RetryAfterSeconds is the Retry-After an overloaded webhook sends with
 // its 503 answers.
 const RetryAfterSeconds = "1"
@@ -89,6 +103,22 @@ type Options struct {
 	// Set it to the number of policy instances. Default:
 	// runtime.GOMAXPROCS(0).
 	MaxConcurrent int
+	// LargeRequestBytes is the body size from which a request is large:
+	// besides a slot, it must hold one of MaxConcurrentLarge slots kept
+	// for large requests, so that a few heavy objects cannot take every
+	// slot from the ordinary reviews. Default: DefaultLargeRequestBytes
+	// (256 KiB).
+	LargeRequestBytes int64
+	// MaxConcurrentLarge is how many large requests are worked on at once.
+	// Default: half of MaxConcurrent, at least 1, so that with two or more
+	// slots the others always remain for ordinary reviews.
+	MaxConcurrentLarge int
+	// MaxRequestsPerClient bounds the requests one client (a source IP
+	// address) has in flight at once, from the moment its headers are
+	// read, across all its connections and HTTP/2 streams. A request past
+	// it is answered 429 with Retry-After at once, holding nothing.
+	// Default: DefaultMaxRequestsPerClient (256); negative: no limit.
+	MaxRequestsPerClient int
 	// Timeout bounds the work on one request once its body is read: the
 	// wait for a slot, decoding, the evaluation (waiting for an instance
 	// included), the patch and encoding. The timeout the API server sends
@@ -116,6 +146,16 @@ func (o *Options) setDefaults() {
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = runtime.GOMAXPROCS(0)
 	}
+	if o.LargeRequestBytes <= 0 {
+		o.LargeRequestBytes = DefaultLargeRequestBytes
+	}
+	if o.MaxConcurrentLarge <= 0 {
+		o.MaxConcurrentLarge = max(1, o.MaxConcurrent/2)
+	}
+	o.MaxConcurrentLarge = min(o.MaxConcurrentLarge, o.MaxConcurrent)
+	if o.MaxRequestsPerClient == 0 {
+		o.MaxRequestsPerClient = DefaultMaxRequestsPerClient
+	}
 }
 
 // target is what the Handler evaluates with, set once by Start.
@@ -141,8 +181,11 @@ type Handler struct {
 	log     *slog.Logger
 	// bodyBytes is the buffer capacity charged to the bodies in flight.
 	bodyBytes atomic.Int64
-	// slots holds one token per request being worked on.
-	slots chan struct{}
+	// slots holds one token per request being worked on, largeSlots one
+	// per large request among them.
+	slots, largeSlots chan struct{}
+	// clients counts the requests in flight per client.
+	clients *clientCounts
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -150,7 +193,9 @@ var _ http.Handler = (*Handler)(nil)
 // NewHandler returns an unready Handler.
 func NewHandler(opts Options) *Handler {
 	opts.setDefaults()
-	h := &Handler{opts: opts, metrics: opts.Metrics, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent)}
+	h := &Handler{opts: opts, metrics: opts.Metrics, log: opts.Logger,
+		slots: make(chan struct{}, opts.MaxConcurrent), largeSlots: make(chan struct{}, opts.MaxConcurrentLarge),
+		clients: newClientCounts(max(0, opts.MaxRequestsPerClient), 0)}
 	h.mux = http.NewServeMux()
 	h.mux.HandleFunc(PathMutate, func(w http.ResponseWriter, r *http.Request) { h.serveReview(w, r, stageMutate) })
 	h.mux.HandleFunc(PathValidate, func(w http.ResponseWriter, r *http.Request) { h.serveReview(w, r, stageValidate) })
@@ -268,6 +313,16 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 		}
 	}()
 
+	if h.opts.MaxRequestsPerClient > 0 {
+		ip := clientIP(r.RemoteAddr)
+		if h.clients.acquire(ip) != "" {
+			h.refuse(w, r, start, &rejection{http.StatusTooManyRequests, CauseClientBusy,
+				fmt.Errorf("too many requests in flight from %s: at most %d at once", ip, h.opts.MaxRequestsPerClient)})
+			return
+		}
+		defer h.clients.release(ip)
+	}
+
 	body, charged, rej := h.readRequest(w, r)
 	defer h.bodyBytes.Add(-charged)
 	if rej != nil {
@@ -278,6 +333,16 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 	// From here on the request holds a slot and runs under its deadline.
 	evalCtx, cancel := context.WithTimeout(ctx, h.deadline(r))
 	defer cancel()
+	if int64(len(body)) >= h.opts.LargeRequestBytes {
+		select {
+		case h.largeSlots <- struct{}{}:
+			defer func() { <-h.largeSlots }()
+		case <-evalCtx.Done():
+			h.refuse(w, r, start, &rejection{http.StatusServiceUnavailable, CauseBusy,
+				fmt.Errorf("the webhook is busy: no slot for large requests became free within the deadline (%d large requests at once)", h.opts.MaxConcurrentLarge)})
+			return
+		}
+	}
 	select {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
@@ -323,7 +388,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, start time.Time
 	h.metrics.observe("", "", OutcomeInvalid, time.Since(start).Seconds())
 	h.log.WarnContext(r.Context(), "admission request refused", "remote", r.RemoteAddr,
 		"status", rej.status, "cause", rej.cause, "error", rej.err)
-	if rej.status == http.StatusServiceUnavailable {
+	if rej.status == http.StatusServiceUnavailable || rej.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", RetryAfterSeconds)
 	}
 	h.writeReview(w, rej.status, admission.Errored("", int32(rej.status), rej.err))

@@ -181,6 +181,7 @@ func Run(ctx context.Context, opts RunOptions) error {
 	so.MetricsHandler = metricsMux(reg, opts.Pprof)
 	so.Logger = log
 	so.OnShutdown = func() { handler.SetReady(false) }
+	so.OnConnRefused = metrics.ConnectionRefused
 	srv, err := NewServer(so)
 	if err != nil {
 		return err
