@@ -127,7 +127,7 @@ func startServe(t *testing.T, args ...string) *server {
 			if pool.AppendCertsFromPEM(ca) {
 				s.tlsConf = &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
 				s.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-					TLSClientConfig: s.tlsConf, ForceAttemptHTTP2: true, MaxConnsPerHost: 16,
+					TLSClientConfig: s.tlsConf.Clone(), ForceAttemptHTTP2: true, MaxConnsPerHost: 16,
 				}}
 			}
 		}
@@ -184,13 +184,25 @@ type answer struct {
 }
 
 func (s *server) review(ctx context.Context, body []byte) (answer, error) {
+	return s.reviewWith(ctx, s.client, body)
+}
+
+// apiClient is a client as the API server's: HTTP/1.1 only (it calls
+// admission webhooks over HTTP/1.1, one connection per call in flight).
+func (s *server) apiClient() *http.Client {
+	conf := s.tlsConf.Clone()
+	conf.NextProtos = []string{"http/1.1"}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: conf, MaxIdleConnsPerHost: 64}}
+}
+
+func (s *server) reviewWith(ctx context.Context, client *http.Client, body []byte) (answer, error) {
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+s.addr+"/mutate", bytes.NewReader(body))
 	if err != nil {
 		return answer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return answer{}, err
 	}
@@ -248,9 +260,15 @@ func validStillAnswered(t *testing.T, s *server, class string) {
 }
 
 func TestHostile(t *testing.T) {
+	files := raiseFileLimit(t)
 	s := startServe(t, "--instances", "2", "--settings-json", `{"externalUsers":["^livy$"]}`)
 	base, _ := s.rss(t)
-	fmt.Printf("hostile: serve started, RSS %.1f MiB\n", base/(1<<20))
+	fmt.Printf("hostile: serve started, RSS %.1f MiB, open-file limit %d\n", base/(1<<20), files)
+
+	t.Run("idle connections, HTTP/1.1", func(t *testing.T) { idleDeclaredHTTP1(t, s); afterAttack(t, s) })
+	t.Run("slowloris headers", func(t *testing.T) { slowlorisHeaders(t, s); afterAttack(t, s) })
+	t.Run("slow bodies", func(t *testing.T) { slowBodies(t, s); afterAttack(t, s) })
+	t.Run("HTTP/2 held streams", func(t *testing.T) { http2HeldStreams(t, s); afterAttack(t, s) })
 
 	t.Run("declared bodies, HTTP/1.1", func(t *testing.T) { declaredBodiesHTTP1(t, s) })
 	t.Run("declared bodies, HTTP/2", func(t *testing.T) { declaredBodiesHTTP2(t, s) })
@@ -259,6 +277,7 @@ func TestHostile(t *testing.T) {
 	t.Run("deep annotation value", func(t *testing.T) { deepValue(t, s) })
 	t.Run("many groups", func(t *testing.T) { manyGroups(t, s) })
 	t.Run("settings", func(t *testing.T) { dangerousSettings(t) })
+	t.Run("mixed load", func(t *testing.T) { mixedLoad(t, s) })
 }
 
 // Class 1: requests that declare a 7 MiB body and send only their headers.

@@ -1,0 +1,115 @@
+package hostile
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The mixed load: requests arrive at mixedRate a second for mixedFor,
+// as the API server sends them (HTTP/1.1, a connection per call in
+// flight), whether or not the earlier ones were answered.
+const (
+	mixedRate = 50
+	mixedFor  = 4 * time.Second
+)
+
+// mixedResult is what one phase measured.
+type mixedResult struct {
+	ordinary, heavy        []float64 // ms, sorted, of the mutated answers
+	failed, busy, heavyBad int
+}
+
+// mixedPhase sends mixedRate requests a second for mixedFor; when heavy is
+// set, every tenth is it (a 3 MiB review), the others ordinary reviews.
+func mixedPhase(t *testing.T, s *server, heavy []byte) mixedResult {
+	t.Helper()
+	client := s.apiClient()
+	defer client.CloseIdleConnections()
+	var (
+		mu  sync.Mutex
+		res mixedResult
+		wg  sync.WaitGroup
+	)
+	tick := time.NewTicker(time.Second / mixedRate)
+	defer tick.Stop()
+	for i := range int(mixedFor.Seconds() * mixedRate) {
+		<-tick.C
+		isHeavy := heavy != nil && i%10 == 9
+		wg.Go(func() {
+			body := heavy
+			if !isHeavy {
+				body = podReview("mixed-"+strconv.Itoa(i), "alice", "", "", "")
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			a, err := s.reviewWith(ctx, client, body)
+			ok := err == nil && a.HTTP == 200 && a.Allowed && a.Patched
+			ms := float64(a.Duration.Microseconds()) / 1000
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case isHeavy && ok:
+				res.heavy = append(res.heavy, ms)
+			case isHeavy && err == nil && a.HTTP == http.StatusServiceUnavailable:
+				res.busy++
+			case isHeavy:
+				res.heavyBad++
+			case ok:
+				res.ordinary = append(res.ordinary, ms)
+			default:
+				res.failed++
+				if res.failed <= 3 {
+					fmt.Printf("hostile: mixed load: ordinary review failed: %v %+v\n", err, a)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	sort.Float64s(res.ordinary)
+	sort.Float64s(res.heavy)
+	return res
+}
+
+func (r mixedResult) print(class, what string) {
+	fmt.Printf("hostile: %-28s %-30s ordinary: %4d, p50 %6.1f ms, p99 %6.1f ms, max %6.1f ms", class, what,
+		len(r.ordinary), percentile(r.ordinary, 0.5), percentile(r.ordinary, 0.99), percentile(r.ordinary, 1))
+	if len(r.heavy)+r.busy+r.heavyBad > 0 {
+		fmt.Printf("; heavy: %d mutated (p50 %.0f ms, max %.0f ms), %d 503", len(r.heavy), percentile(r.heavy, 0.5), percentile(r.heavy, 1), r.busy)
+	}
+	fmt.Println()
+}
+
+// Class 7: one tenant's heavy objects among everyone's ordinary reviews.
+// 50 requests a second, first ordinary reviews only, then with every
+// tenth a 3 MiB Pod (the API server's request limit). Large requests hold
+// at most --max-concurrent-large (default: 1 of the 2 --instances) slots,
+// so the ordinary reviews' p99 stays under ordinaryBound. For comparison,
+// the same load on a serve whose large requests may take every slot
+// (--max-concurrent-large=2), the behaviour before the reserve; its
+// figures are printed, not bounded.
+func mixedLoad(t *testing.T, s *server) {
+	const class = "mixed-load"
+	heavy := podReview("heavy", "alice", "", annotations(230_000), "")
+	fmt.Printf("hostile: %-28s %d requests/s for %s, HTTP/1.1; heavy: %.1f MiB\n", class, mixedRate, mixedFor, float64(len(heavy))/(1<<20))
+
+	base := mixedPhase(t, s, nil)
+	base.print(class, "ordinary only")
+	check(t, class, "ordinary only: every review mutated", base.failed == 0, fmt.Sprintf("(%d failed)", base.failed))
+
+	mixed := mixedPhase(t, s, heavy)
+	mixed.print(class, "with 10% heavy")
+	check(t, class, "with 10% heavy: every ordinary review mutated", mixed.failed == 0, fmt.Sprintf("(%d failed)", mixed.failed))
+	check(t, class, "heavy reviews mutated or 503", mixed.heavyBad == 0 && len(mixed.heavy) > 0,
+		fmt.Sprintf("(%d mutated, %d 503, %d otherwise)", len(mixed.heavy), mixed.busy, mixed.heavyBad))
+	bound(t, class, "ordinary p99 with 10% heavy", percentile(mixed.ordinary, 0.99), ordinaryBound, "ms")
+
+	noReserve := startServe(t, "--instances", "2", "--max-concurrent-large", "2")
+	shared := mixedPhase(t, noReserve, heavy)
+	shared.print(class, "with 10% heavy, no reserve")
+}
