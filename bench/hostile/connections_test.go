@@ -44,7 +44,7 @@ func raiseFileLimit(t *testing.T) uint64 {
 		lim.Cur = lim.Max
 		require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim))
 	}
-	require.GreaterOrEqual(t, lim.Cur, uint64(6000), "the connection classes need some 5,000 open files: raise the hard limit (ulimit -Hn)")
+	require.GreaterOrEqual(t, lim.Cur, uint64(4096), "the connection classes need some 2,500 open files: raise the hard limit (ulimit -Hn)")
 	return lim.Cur
 }
 
