@@ -276,10 +276,12 @@ type rejection struct {
 // policy's verdict or, if the evaluation failed, allowed=false with code
 // 500.
 //
-// The work on a request is bounded three ways: its body is charged to a
-// byte budget shared by all requests as it arrives; everything after
-// reading it (decoding, the evaluation, the patch, encoding) happens
-// holding one of MaxConcurrent slots; and all of that runs under the
+// The work on a request is bounded four ways: it counts against its
+// client's MaxRequestsPerClient from the start; its body is charged to a
+// byte budget shared by all requests as its bytes arrive (nothing before);
+// everything after reading it (decoding, the evaluation, the patch,
+// encoding) happens holding one of MaxConcurrent slots, and for a large
+// body one of MaxConcurrentLarge first; and all of that runs under the
 // request's deadline.
 func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage string) {
 	start := time.Now()
