@@ -3,6 +3,12 @@
 // time, and checks the bounds: memory, time, metric series, answers. It
 // prints what it measured, so the same run serves as a report.
 //
+// The connection classes attack from 127.0.0.2-127.0.0.9 while 127.0.0.1
+// plays the API server, so that they show the per-client limits holding
+// attackers without punishing anyone else; they hold some 2,500
+// connections, so the test raises its open-file limit (and serve's, which
+// it inherits) to the hard limit.
+//
 // Run it with `make hostile`. HOSTILE_BINARY names the serve binary
 // (default: ../../build/yunikorn-userinfo); HOSTILE_REPORT_ONLY=1 measures
 // and prints without failing, to take the figures of an older build.
