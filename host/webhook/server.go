@@ -36,11 +36,12 @@ const (
 	// answering in milliseconds.
 	DefaultMaxConnsPerClient = 256
 	// DefaultMaxConns bounds the connections of all clients at once: a
-	// connection waiting for its request's body costs some 33 KiB (TLS and
-	// HTTP buffers, a goroutine; measured by make hostile), so 4096 of
-	// them take about half the shipped container's 256 MiB, and it takes
-	// 16 addresses at their per-client limit to reach it.
-	DefaultMaxConns = 4096
+	// connection waiting for its request's body costs 33-38 KiB (TLS and
+	// HTTP buffers, a goroutine; measured by make hostile), so 3072 of
+	// them take about 110 MiB, which with the process's 60 MiB stays
+	// under the Go memory limit of the shipped 256 MiB container (205
+	// MiB); it takes 12 addresses at their per-client limit to reach it.
+	DefaultMaxConns = 3072
 )
 
 // HTTP/2 limits that are not options: the smallest frame size the protocol
@@ -104,7 +105,7 @@ type ServerOptions struct {
 	// at once on each port, MaxConns those of all clients. A connection
 	// past either is closed as soon as it is accepted, before its TLS
 	// handshake, and counted by OnConnRefused. Defaults:
-	// DefaultMaxConnsPerClient (256) and DefaultMaxConns (4096); negative:
+	// DefaultMaxConnsPerClient (256) and DefaultMaxConns (3072); negative:
 	// no limit.
 	MaxConnsPerClient int
 	MaxConns          int
