@@ -16,7 +16,12 @@ import (
 // flight), whether or not the earlier ones were answered.
 const (
 	mixedRate = 50
-	mixedFor  = 4 * time.Second
+	mixedFor  = 3 * time.Second
+	// mixedWindows is how many windows of mixedFor the bounded phase
+	// runs: the bound applies to the median of their p99s, so that one
+	// window disturbed by the other jobs of a shared machine does not
+	// decide it (every window is printed).
+	mixedWindows = 3
 )
 
 // mixedResult is what one phase measured.
@@ -89,10 +94,10 @@ func (r mixedResult) print(class, what string) {
 // 50 requests a second, first ordinary reviews only, then with every
 // tenth a 3 MiB Pod (the API server's request limit). Large requests hold
 // at most --max-concurrent-large (default: 1 of the 2 --instances) slots,
-// so the ordinary reviews' p99 stays under ordinaryBound. For comparison,
-// the same load on a serve whose large requests may take every slot
-// (--max-concurrent-large=2), the behaviour before the reserve; its
-// figures are printed, not bounded.
+// so the ordinary reviews' p99 stays under ordinaryBound (in the median of
+// mixedWindows windows). For comparison, the same load on a serve whose
+// large requests may take every slot (--max-concurrent-large=2), the
+// behaviour before the reserve; its figures are printed, not bounded.
 func mixedLoad(t *testing.T, s *server) {
 	const class = "mixed-load"
 	heavy := podReview("heavy", "alice", "", annotations(230_000), "")
@@ -102,12 +107,26 @@ func mixedLoad(t *testing.T, s *server) {
 	base.print(class, "ordinary only")
 	check(t, class, "ordinary only: every review mutated", base.failed == 0, fmt.Sprintf("(%d failed)", base.failed))
 
-	mixed := mixedPhase(t, s, heavy)
-	mixed.print(class, "with 10% heavy")
-	check(t, class, "with 10% heavy: every ordinary review mutated", mixed.failed == 0, fmt.Sprintf("(%d failed)", mixed.failed))
-	check(t, class, "heavy reviews mutated or 503", mixed.heavyBad == 0 && len(mixed.heavy) > 0,
-		fmt.Sprintf("(%d mutated, %d 503, %d otherwise)", len(mixed.heavy), mixed.busy, mixed.heavyBad))
-	bound(t, class, "ordinary p99 with 10% heavy", percentile(mixed.ordinary, 0.99), ordinaryBound, "ms")
+	var all mixedResult
+	var p99s []float64
+	for w := range mixedWindows {
+		mixed := mixedPhase(t, s, heavy)
+		mixed.print(class, fmt.Sprintf("with 10%% heavy, window %d", w+1))
+		p99s = append(p99s, percentile(mixed.ordinary, 0.99))
+		all.ordinary = append(all.ordinary, mixed.ordinary...)
+		all.heavy = append(all.heavy, mixed.heavy...)
+		all.failed += mixed.failed
+		all.busy += mixed.busy
+		all.heavyBad += mixed.heavyBad
+	}
+	sort.Float64s(all.ordinary)
+	sort.Float64s(all.heavy)
+	sort.Float64s(p99s)
+	all.print(class, "with 10% heavy, all windows")
+	check(t, class, "with 10% heavy: every ordinary review mutated", all.failed == 0, fmt.Sprintf("(%d failed)", all.failed))
+	check(t, class, "heavy reviews mutated or 503", all.heavyBad == 0 && len(all.heavy) > 0,
+		fmt.Sprintf("(%d mutated, %d 503, %d otherwise)", len(all.heavy), all.busy, all.heavyBad))
+	bound(t, class, "ordinary p99 with 10% heavy (median window)", p99s[len(p99s)/2], ordinaryBound, "ms")
 
 	noReserve := startServe(t, "--instances", "2", "--max-concurrent-large", "2")
 	shared := mixedPhase(t, noReserve, heavy)
