@@ -424,7 +424,10 @@ func annotations(n int) string {
 }
 
 // Class 3: a Pod with as many annotations as fit in the API server's
-// 3 MiB request limit.
+// 3 MiB request limit, one and four at once. Four at once are evaluated
+// one after another (large requests hold at most one of the two slots):
+// on a quiet machine all four are mutated within the deadline; on a busy
+// one the last are refused when their turn comes too late.
 func hugeObject(t *testing.T, s *server) {
 	const class = "huge-object"
 	const n = 230_000 // a review of 3.0 MiB, the API server's request limit
@@ -441,14 +444,34 @@ func hugeObject(t *testing.T, s *server) {
 		wg.Wait()
 		_, peak := s.rss(t)
 		var slowest time.Duration
+		mutated, refused := 0, 0
 		for i := range parallel {
 			require.NoError(t, errs[i])
 			a := answers[i]
-			check(t, class, fmt.Sprintf("%d at once: answered, mutated", parallel), a.HTTP == 200 && a.Allowed && a.Patched,
-				fmt.Sprintf("(%d %v %d %q)", a.HTTP, a.Allowed, a.Code, a.Message))
+			switch {
+			case a.HTTP == 200 && a.Allowed && a.Patched:
+				mutated++
+			case a.HTTP == 503 || (a.HTTP == 200 && !a.Allowed && a.Code == 500 && strings.Contains(a.Message, "deadline")):
+				// Large requests are evaluated --max-concurrent-large (1)
+				// at a time: the ones whose turn comes too late for their
+				// deadline are refused, 503 or, when the turn came with
+				// too little of it left, a guest timeout.
+				refused++
+				fmt.Printf("hostile: %-28s %d at once: refused in its turn: %d %d %q\n", class, parallel, a.HTTP, a.Code, a.Message)
+			default:
+				check(t, class, fmt.Sprintf("%d at once: answered, mutated", parallel), false,
+					fmt.Sprintf("(%d %v %d %q)", a.HTTP, a.Allowed, a.Code, a.Message))
+			}
 			slowest = max(slowest, a.Duration)
 		}
-		bound(t, class, fmt.Sprintf("%d at once: slowest answer", parallel), float64(slowest.Milliseconds()), 2000, "ms")
+		if parallel == 1 {
+			check(t, class, "1 at once: mutated", mutated == 1, "")
+		} else {
+			check(t, class, fmt.Sprintf("%d at once: mutated in turn, the rest refused within the deadline", parallel), mutated >= 1,
+				fmt.Sprintf("(%d mutated, %d refused)", mutated, refused))
+		}
+		// Every answer by the deadline (--timeout 2s), plus the transfer.
+		bound(t, class, fmt.Sprintf("%d at once: slowest answer", parallel), float64(slowest.Milliseconds()), 2500, "ms")
 		// The Go memory limit (80% of the container's) makes the collector
 		// work harder rather than let the heap grow past it: the peak stays
 		// under the container limit with a margin for memory outside the
