@@ -49,6 +49,14 @@ type serveFlags struct {
 	maxRequestBytes int64
 	maxDepth        int
 	maxBodyInFlight int64
+	largeRequest    int64
+	maxLarge        int
+	maxConnsClient  int
+	maxConns        int
+	maxReqsClient   int
+	maxStreams      int
+	headerTimeout   time.Duration
+	idleTimeout     time.Duration
 	shutdownDelay   time.Duration
 	shutdownTimeout time.Duration
 	pprof           bool
@@ -129,6 +137,14 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.Int64Var(&f.maxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "largest accepted request body, in bytes")
 	fs.IntVar(&f.maxDepth, "max-json-depth", webhook.DefaultMaxDepth, "deepest nesting of arrays and objects accepted in a request")
 	fs.Int64Var(&f.maxBodyInFlight, "max-body-bytes-in-flight", webhook.DefaultMaxBodyBytesInFlight, "memory all request bodies being read or evaluated may take at once, in bytes; past it, requests are answered 503")
+	fs.Int64Var(&f.largeRequest, "large-request-bytes", webhook.DefaultLargeRequestBytes, "body size from which a request is large: large requests are evaluated at most --max-concurrent-large at once")
+	fs.IntVar(&f.maxLarge, "max-concurrent-large", 0, "large requests evaluated at once; the others wait within their deadline (default half of --instances, at least 1)")
+	fs.IntVar(&f.maxConnsClient, "max-conns-per-client", webhook.DefaultMaxConnsPerClient, "connections one source address may hold on each port; past it, new ones are closed at once (-1: no limit)")
+	fs.IntVar(&f.maxConns, "max-conns", webhook.DefaultMaxConns, "connections all clients together may hold on each port; past it, new ones are closed at once (-1: no limit)")
+	fs.IntVar(&f.maxReqsClient, "max-requests-per-client", webhook.DefaultMaxRequestsPerClient, "requests one source address may have in flight, HTTP/2 streams on all its connections included; past it, 429 (-1: no limit)")
+	fs.IntVar(&f.maxStreams, "max-concurrent-streams", webhook.DefaultMaxConcurrentStreams, "requests in flight on one HTTP/2 connection")
+	fs.DurationVar(&f.headerTimeout, "read-header-timeout", webhook.DefaultReadHeaderTimeout, "time a client has to send a request's headers, counted from its first byte (from the connection's start for the first request)")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", webhook.DefaultIdleTimeout, "how long a connection with no request in flight stays open")
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, how long to keep serving with /readyz at 503 before closing the listener")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the metrics address")
@@ -184,6 +200,17 @@ func (f *serveFlags) check() error {
 	}
 	if f.maxBodyInFlight < f.maxRequestBytes {
 		return fmt.Errorf("invalid --max-body-bytes-in-flight %d: must be at least --max-request-bytes (%d)", f.maxBodyInFlight, f.maxRequestBytes)
+	}
+	if f.largeRequest <= 0 || f.maxLarge < 0 || f.maxStreams <= 0 {
+		return errors.New("invalid limit: --large-request-bytes and --max-concurrent-streams must be positive, --max-concurrent-large must not be negative")
+	}
+	for name, v := range map[string]int{"--max-conns-per-client": f.maxConnsClient, "--max-conns": f.maxConns, "--max-requests-per-client": f.maxReqsClient} {
+		if v == 0 || v < -1 {
+			return fmt.Errorf("invalid %s %d: must be positive, or -1 for no limit", name, v)
+		}
+	}
+	if f.headerTimeout <= 0 || f.idleTimeout <= 0 {
+		return errors.New("invalid timeout: --read-header-timeout and --idle-timeout must be positive")
 	}
 	if f.settingsReload <= 0 || f.certReload <= 0 {
 		return errors.New("invalid reload interval: --settings-reload-interval and --cert-reload-interval must be positive")
@@ -262,12 +289,20 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			MaxRequestBytes:      f.maxRequestBytes,
 			MaxDepth:             f.maxDepth,
 			MaxBodyBytesInFlight: f.maxBodyInFlight,
+			LargeRequestBytes:    f.largeRequest,
+			MaxConcurrentLarge:   f.maxLarge,
+			MaxRequestsPerClient: f.maxReqsClient,
 		},
 		Server: webhook.ServerOptions{
-			Addr:            f.listen,
-			MetricsAddr:     f.metricsListen,
-			ShutdownDelay:   f.shutdownDelay,
-			ShutdownTimeout: f.shutdownTimeout,
+			Addr:                 f.listen,
+			MetricsAddr:          f.metricsListen,
+			ShutdownDelay:        f.shutdownDelay,
+			ShutdownTimeout:      f.shutdownTimeout,
+			MaxConnsPerClient:    f.maxConnsClient,
+			MaxConns:             f.maxConns,
+			MaxConcurrentStreams: f.maxStreams,
+			ReadHeaderTimeout:    f.headerTimeout,
+			IdleTimeout:          f.idleTimeout,
 		},
 		Collectors: append(capMetrics.Collectors(), policyLines),
 		Pprof:      f.pprof,

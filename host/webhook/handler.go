@@ -54,6 +54,20 @@ const DefaultMaxDepth = 512
 // never for the length it declares.
 const DefaultMaxBodyBytesInFlight = 32 << 20
 
+// DefaultMaxRequestsPerClient is the default of Options.MaxRequestsPerClient.
+// The API server calls admission webhooks over HTTP/1.1, one connection per
+// call in flight, so it is the same as DefaultMaxConnsPerClient: a client
+// that may open that many connections may have that many requests in
+// flight, and HTTP/2 streams spread over several connections count
+// together.
+const DefaultMaxRequestsPerClient = DefaultMaxConnsPerClient
+
+// DefaultLargeRequestBytes is the default of Options.LargeRequestBytes:
+// 256 KiB, some fifty times an ordinary Pod review and past which the
+// policy's cost (linear in the object's size) is in milliseconds rather
+// than microseconds.
+const DefaultLargeRequestBytes = 256 << 10
+
 // RetryAfterSeconds is the Retry-After an overloaded webhook sends with
 // its 503 answers.
 const RetryAfterSeconds = "1"
@@ -89,6 +103,22 @@ type Options struct {
 	// Set it to the number of policy instances. Default:
 	// runtime.GOMAXPROCS(0).
 	MaxConcurrent int
+	// LargeRequestBytes is the body size from which a request is large:
+	// besides a slot, it must hold one of MaxConcurrentLarge slots kept
+	// for large requests, so that a few heavy objects cannot take every
+	// slot from the ordinary reviews. Default: DefaultLargeRequestBytes
+	// (256 KiB).
+	LargeRequestBytes int64
+	// MaxConcurrentLarge is how many large requests are worked on at once.
+	// Default: half of MaxConcurrent, at least 1, so that with two or more
+	// slots the others always remain for ordinary reviews.
+	MaxConcurrentLarge int
+	// MaxRequestsPerClient bounds the requests one client (a source IP
+	// address) has in flight at once, from the moment its headers are
+	// read, across all its connections and HTTP/2 streams. A request past
+	// it is answered 429 with Retry-After at once, holding nothing.
+	// Default: DefaultMaxRequestsPerClient (256); negative: no limit.
+	MaxRequestsPerClient int
 	// Timeout bounds the work on one request once its body is read: the
 	// wait for a slot, decoding, the evaluation (waiting for an instance
 	// included), the patch and encoding. The timeout the API server sends
@@ -116,6 +146,16 @@ func (o *Options) setDefaults() {
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = runtime.GOMAXPROCS(0)
 	}
+	if o.LargeRequestBytes <= 0 {
+		o.LargeRequestBytes = DefaultLargeRequestBytes
+	}
+	if o.MaxConcurrentLarge <= 0 {
+		o.MaxConcurrentLarge = max(1, o.MaxConcurrent/2)
+	}
+	o.MaxConcurrentLarge = min(o.MaxConcurrentLarge, o.MaxConcurrent)
+	if o.MaxRequestsPerClient == 0 {
+		o.MaxRequestsPerClient = DefaultMaxRequestsPerClient
+	}
 }
 
 // target is what the Handler evaluates with, set once by Start.
@@ -141,8 +181,11 @@ type Handler struct {
 	log     *slog.Logger
 	// bodyBytes is the buffer capacity charged to the bodies in flight.
 	bodyBytes atomic.Int64
-	// slots holds one token per request being worked on.
-	slots chan struct{}
+	// slots holds one token per request being worked on, largeSlots one
+	// per large request among them.
+	slots, largeSlots chan struct{}
+	// clients counts the requests in flight per client.
+	clients *clientCounts
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -150,7 +193,9 @@ var _ http.Handler = (*Handler)(nil)
 // NewHandler returns an unready Handler.
 func NewHandler(opts Options) *Handler {
 	opts.setDefaults()
-	h := &Handler{opts: opts, metrics: opts.Metrics, log: opts.Logger, slots: make(chan struct{}, opts.MaxConcurrent)}
+	h := &Handler{opts: opts, metrics: opts.Metrics, log: opts.Logger,
+		slots: make(chan struct{}, opts.MaxConcurrent), largeSlots: make(chan struct{}, opts.MaxConcurrentLarge),
+		clients: newClientCounts(max(0, opts.MaxRequestsPerClient), 0)}
 	h.mux = http.NewServeMux()
 	h.mux.HandleFunc(PathMutate, func(w http.ResponseWriter, r *http.Request) { h.serveReview(w, r, stageMutate) })
 	h.mux.HandleFunc(PathValidate, func(w http.ResponseWriter, r *http.Request) { h.serveReview(w, r, stageValidate) })
@@ -231,10 +276,12 @@ type rejection struct {
 // policy's verdict or, if the evaluation failed, allowed=false with code
 // 500.
 //
-// The work on a request is bounded three ways: its body is charged to a
-// byte budget shared by all requests as it arrives; everything after
-// reading it (decoding, the evaluation, the patch, encoding) happens
-// holding one of MaxConcurrent slots; and all of that runs under the
+// The work on a request is bounded four ways: it counts against its
+// client's MaxRequestsPerClient from the start; its body is charged to a
+// byte budget shared by all requests as its bytes arrive (nothing before);
+// everything after reading it (decoding, the evaluation, the patch,
+// encoding) happens holding one of MaxConcurrent slots, and for a large
+// body one of MaxConcurrentLarge first; and all of that runs under the
 // request's deadline.
 func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage string) {
 	start := time.Now()
@@ -268,6 +315,16 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 		}
 	}()
 
+	if h.opts.MaxRequestsPerClient > 0 {
+		ip := clientIP(r.RemoteAddr)
+		if h.clients.acquire(ip) != "" {
+			h.refuse(w, r, start, &rejection{http.StatusTooManyRequests, CauseClientBusy,
+				fmt.Errorf("too many requests in flight from %s: at most %d at once", ip, h.opts.MaxRequestsPerClient)})
+			return
+		}
+		defer h.clients.release(ip)
+	}
+
 	body, charged, rej := h.readRequest(w, r)
 	defer h.bodyBytes.Add(-charged)
 	if rej != nil {
@@ -278,6 +335,16 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 	// From here on the request holds a slot and runs under its deadline.
 	evalCtx, cancel := context.WithTimeout(ctx, h.deadline(r))
 	defer cancel()
+	if int64(len(body)) >= h.opts.LargeRequestBytes {
+		select {
+		case h.largeSlots <- struct{}{}:
+			defer func() { <-h.largeSlots }()
+		case <-evalCtx.Done():
+			h.refuse(w, r, start, &rejection{http.StatusServiceUnavailable, CauseBusy,
+				fmt.Errorf("the webhook is busy: no slot for large requests became free within the deadline (%d large requests at once)", h.opts.MaxConcurrentLarge)})
+			return
+		}
+	}
 	select {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
@@ -323,7 +390,7 @@ func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, start time.Time
 	h.metrics.observe("", "", OutcomeInvalid, time.Since(start).Seconds())
 	h.log.WarnContext(r.Context(), "admission request refused", "remote", r.RemoteAddr,
 		"status", rej.status, "cause", rej.cause, "error", rej.err)
-	if rej.status == http.StatusServiceUnavailable {
+	if rej.status == http.StatusServiceUnavailable || rej.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", RetryAfterSeconds)
 	}
 	h.writeReview(w, rej.status, admission.Errored("", int32(rej.status), rej.err))
@@ -538,60 +605,98 @@ func (h *Handler) writeReview(w http.ResponseWriter, status int, resp *admission
 // flight past their budget.
 var errBudget = errors.New("body budget exhausted")
 
-// minBodyChunk is the first buffer readBody reserves, and its smallest
-// growth step.
-const minBodyChunk = 16 << 10
+// Body buffers come in powers of two from minBodyChunk to maxPooledChunk;
+// the classes in between are pooled, so that an ordinary review (a few
+// KiB) is read without allocating or clearing a buffer.
+const (
+	minBodyChunk   = 1 << 10
+	maxPooledChunk = 16 << 10
+	bodyClasses    = 5 // 1, 2, 4, 8 and 16 KiB
+)
 
-// bodyPool keeps first chunks for the next requests, so that a typical
-// review is read without allocating (and clearing) a buffer.
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, minBodyChunk); return &b }}
+var bodyPools [bodyClasses]sync.Pool
 
-// putBody gives a request's body back to the pool once nothing refers to
-// it; only first chunks (the pool's own size) go back.
+// bodyClass is the pool of buffers of capacity size, or -1.
+func bodyClass(size int) int {
+	for c, s := 0, minBodyChunk; s <= maxPooledChunk; c, s = c+1, s*2 {
+		if s == size {
+			return c
+		}
+	}
+	return -1
+}
+
+// getBody returns an empty buffer of capacity size, from its pool if it
+// has one.
+func getBody(size int) []byte {
+	if c := bodyClass(size); c >= 0 {
+		if b, ok := bodyPools[c].Get().(*[]byte); ok {
+			return (*b)[:0]
+		}
+	}
+	return make([]byte, 0, size)
+}
+
+// putBody gives a buffer back to its pool once nothing refers to it.
 func putBody(body []byte) {
-	if cap(body) == minBodyChunk {
-		body = body[:cap(body)]
-		bodyPool.Put(&body)
+	if c := bodyClass(cap(body)); c >= 0 {
+		body = body[:0]
+		bodyPools[c].Put(&body)
 	}
 }
 
-// readBody reads r to the end. The buffer grows with the bytes that
-// actually arrive (doubling, so a large body is copied O(1) times per
-// byte), and every growth is charged to inFlight first: a request that
-// only declares a large Content-Length holds one small chunk, and when the
-// bodies of all requests would exceed budget, the read stops with
-// errBudget. It returns what it charged, which the caller gives back.
+// readBody reads r to the end, charging the buffer it fills to inFlight,
+// the bytes of all bodies being read or evaluated; when they would exceed
+// budget, the read stops with errBudget. It returns what it charged,
+// which the caller gives back once the answer is written.
+//
+// Nothing is charged before the first byte arrives: a request that sent
+// only its headers (or an HTTP/2 stream that sent nothing) holds an empty
+// 1 KiB buffer and no share of the budget, however long it waits and
+// whatever length it declared. From then on the buffer doubles only when
+// it is full, so what a body is charged (its buffer's capacity) is never
+// more than twice the bytes it actually sent, or 1 KiB. The budget is
+// therefore taken only by bytes that arrived: to fill it, a client has to
+// send it.
 //
 // The buffer never grows past limit+1 bytes, enough for the reader (an
 // http.MaxBytesReader with that limit) to notice a body that is too long.
 func readBody(r io.Reader, limit int64, inFlight *atomic.Int64, budget int64) (body []byte, charged int64, err error) {
-	buf := []byte(nil)
-	if limit >= minBodyChunk {
-		// The first chunk comes from the pool: most reviews fit in it.
-		if inFlight.Add(minBodyChunk) > budget {
-			inFlight.Add(-minBodyChunk)
-			return nil, 0, errBudget
+	charge := func(size int64) bool {
+		if inFlight.Add(size-charged) > budget {
+			inFlight.Add(charged - size)
+			return false
 		}
-		charged = minBodyChunk
-		buf = (*bodyPool.Get().(*[]byte))[:0]
+		charged = size
+		return true
 	}
+	buf := getBody(int(min(minBodyChunk, limit+1)))
+	defer func() {
+		if err != nil {
+			putBody(buf)
+		}
+	}()
 	for {
 		if len(buf) == cap(buf) {
-			grow := min(int64(max(cap(buf), minBodyChunk)), limit+1-int64(cap(buf)))
-			if grow <= 0 {
-				grow = 1
+			// Full: every byte of it arrived, so doubling keeps the
+			// charge within twice what was received.
+			size := min(2*int64(cap(buf)), limit+1)
+			if size <= int64(cap(buf)) {
+				size = int64(cap(buf)) + 1
 			}
-			if inFlight.Add(grow) > budget {
-				inFlight.Add(-grow)
+			if !charge(size) {
 				return nil, charged, errBudget
 			}
-			charged += grow
-			next := make([]byte, len(buf), int64(cap(buf))+grow)
+			next := getBody(int(size))[:len(buf)]
 			copy(next, buf)
+			putBody(buf)
 			buf = next
 		}
 		n, rerr := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
+		if n > 0 && charged == 0 && !charge(int64(cap(buf))) {
+			return nil, 0, errBudget
+		}
 		if rerr == io.EOF {
 			return buf, charged, nil
 		}

@@ -28,6 +28,7 @@ const (
 	CauseNotReady    = "not_ready"              // the policy is not loaded yet
 	CauseOverloaded  = "overloaded"             // the bodies in flight would exceed their byte budget
 	CauseBusy        = "busy"                   // no slot became free before the deadline
+	CauseClientBusy  = "client_busy"            // the client has MaxRequestsPerClient requests in flight
 	CauseTimeout     = "timeout"                // the guest ran past the deadline
 	CauseNoInstance  = "no_instance"            // no instance became free before the deadline
 	CauseTrap        = "trap"                   // the guest trapped
@@ -39,7 +40,7 @@ const (
 )
 
 var allCauses = []string{
-	CauseMethod, CauseContentType, CauseTooLarge, CauseBadRequest, CauseNotReady, CauseOverloaded, CauseBusy,
+	CauseMethod, CauseContentType, CauseTooLarge, CauseBadRequest, CauseNotReady, CauseOverloaded, CauseBusy, CauseClientBusy,
 	CauseTimeout, CauseNoInstance, CauseTrap, CauseExited, CauseGuestError,
 	CauseBadResponse, CauseCanceled, CauseInternal,
 }
@@ -84,6 +85,7 @@ type Metrics struct {
 	certReloads  *prometheus.CounterVec
 	certExpiry   prometheus.Gauge
 	ready        prometheus.Gauge
+	connRefused  *prometheus.CounterVec
 	engineStats  func() engine.Stats
 	maxInstances float64
 }
@@ -135,6 +137,11 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 			Help: "Requests refused, by stage: mutate (/mutate) or validate (/validate, the validating twin; " +
 				"a refusal there means the object was changed after the mutating stage, or never went through it).",
 		}, []string{"stage"}),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "connections_refused_total",
+			Help: "Connections to the webhook port closed as soon as accepted, by reason: per_client (the source address " +
+				"held --max-conns-per-client) or total (all clients held --max-conns).",
+		}, []string{"reason"}),
 		engineStats:  stats,
 		maxInstances: float64(maxInstances),
 	}
@@ -146,12 +153,14 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 	buildInfo.Set(1)
 	m.stageDenials.WithLabelValues("mutate")
 	m.stageDenials.WithLabelValues("validate")
+	m.connRefused.WithLabelValues(refusedPerClient)
+	m.connRefused.WithLabelValues(refusedTotal)
 	for _, cause := range allCauses {
 		m.errors.WithLabelValues(cause) // so every cause shows from the start
 	}
 	cs := []prometheus.Collector{
 		m.admissions, m.stageDenials, m.duration, m.inFlight, m.errors, m.reloads, m.certReloads,
-		m.certExpiry, m.ready, buildInfo,
+		m.certExpiry, m.ready, m.connRefused, buildInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}
@@ -228,6 +237,14 @@ func (m *Metrics) error(cause string) {
 func (m *Metrics) inFlightAdd(d float64) {
 	if m != nil {
 		m.inFlight.Add(d)
+	}
+}
+
+// ConnectionRefused counts a connection refused by the listener's limits;
+// reason is "per_client" or "total".
+func (m *Metrics) ConnectionRefused(reason string) {
+	if m != nil {
+		m.connRefused.WithLabelValues(reason).Inc()
 	}
 }
 

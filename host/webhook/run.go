@@ -181,9 +181,16 @@ func Run(ctx context.Context, opts RunOptions) error {
 	so.MetricsHandler = metricsMux(reg, opts.Pprof)
 	so.Logger = log
 	so.OnShutdown = func() { handler.SetReady(false) }
+	so.OnConnRefused = metrics.ConnectionRefused
 	srv, err := NewServer(so)
 	if err != nil {
 		return err
+	}
+	if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: metricPrefix + "connections_open",
+		Help: "Connections open on the webhook port (counted by the connection limits; 0 without them).",
+	}, func() float64 { return float64(srv.Connections()) })); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
 	}
 	if opts.OnListen != nil {
 		opts.OnListen(srv.Addr(), srv.MetricsAddr())

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 )
 
@@ -27,6 +28,20 @@ const (
 	// connection carries at once. The API server's client opens another
 	// connection rather than wait when it needs more.
 	DefaultMaxConcurrentStreams = 64
+	// DefaultMaxConnsPerClient bounds the connections one source address
+	// holds at once. The API server calls admission webhooks over
+	// HTTP/1.1, one connection per call in flight, and keeps up to 25 of
+	// them idle; 256 is ten times that, more than the calls one API server
+	// has in flight at its default concurrency limits with this webhook
+	// answering in milliseconds.
+	DefaultMaxConnsPerClient = 256
+	// DefaultMaxConns bounds the connections of all clients at once: a
+	// connection waiting for its request's body costs 33-38 KiB (TLS and
+	// HTTP buffers, a goroutine; measured by make hostile), so 3072 of
+	// them take about 110 MiB, which with the process's 60 MiB stays
+	// under the Go memory limit of the shipped 256 MiB container (205
+	// MiB); it takes 12 addresses at their per-client limit to reach it.
+	DefaultMaxConns = 3072
 )
 
 // HTTP/2 limits that are not options: the smallest frame size the protocol
@@ -86,6 +101,17 @@ type ServerOptions struct {
 	// MaxConcurrentStreams bounds the requests in flight on one HTTP/2
 	// connection. Default: DefaultMaxConcurrentStreams (64).
 	MaxConcurrentStreams int
+	// MaxConnsPerClient bounds the connections one source IP address holds
+	// at once on each port, MaxConns those of all clients. A connection
+	// past either is closed as soon as it is accepted, before its TLS
+	// handshake, and counted by OnConnRefused. Defaults:
+	// DefaultMaxConnsPerClient (256) and DefaultMaxConns (3072); negative:
+	// no limit.
+	MaxConnsPerClient int
+	MaxConns          int
+	// OnConnRefused is called with the reason ("per_client" or "total")
+	// of each connection the limits refused. Default: nothing.
+	OnConnRefused func(reason string)
 }
 
 func (o *ServerOptions) setDefaults() {
@@ -110,6 +136,15 @@ func (o *ServerOptions) setDefaults() {
 	}
 	if o.MaxConcurrentStreams <= 0 {
 		o.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
+	if o.MaxConnsPerClient == 0 {
+		o.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.OnConnRefused == nil {
+		o.OnConnRefused = func(string) {}
 	}
 }
 
@@ -149,6 +184,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if s.ln, err = listen(opts.Listener, opts.Addr); err != nil {
 		return nil, fmt.Errorf("listen for webhook: %w", err)
 	}
+	s.ln = s.limit(s.ln, opts.OnConnRefused)
 	s.https = s.httpServer(opts.Handler)
 	s.https.TLSConfig = tlsConfig
 	if opts.MetricsListener != nil || opts.MetricsAddr != "" {
@@ -160,9 +196,19 @@ func NewServer(opts ServerOptions) (*Server, error) {
 			_ = s.ln.Close()
 			return nil, fmt.Errorf("listen for metrics: %w", err)
 		}
+		s.mln = s.limit(s.mln, func(string) {})
 		s.metrics = s.httpServer(opts.MetricsHandler)
 	}
 	return s, nil
+}
+
+// limit applies the connection limits to ln, with counts of its own.
+func (s *Server) limit(ln net.Listener, onRefuse func(string)) net.Listener {
+	if s.opts.MaxConnsPerClient < 0 && s.opts.MaxConns < 0 {
+		return ln
+	}
+	return &limitListener{Listener: ln, onRefuse: onRefuse,
+		counts: newClientCounts(max(0, s.opts.MaxConnsPerClient), max(0, s.opts.MaxConns))}
 }
 
 func listen(ln net.Listener, addr string) (net.Listener, error) {
@@ -190,6 +236,16 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 		},
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+}
+
+// Connections is the number of connections open on the webhook port (0
+// without connection limits, which are what counts them).
+func (s *Server) Connections() int {
+	if l, ok := s.ln.(*limitListener); ok {
+		_, all := l.counts.held(netip.Addr{})
+		return all
+	}
+	return 0
 }
 
 // Addr is the webhook's listen address.

@@ -214,6 +214,8 @@ var chartMatrix = []struct {
 		values: "settings: {externalUsers: ['^livy$'], bypassAuth: false}\nserviceMonitor: {enabled: true, labels: {release: prom}}\n" +
 			"podDisruptionBudget: {enabled: false}\nreplicas: 3\ntopologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway}]"},
 	{name: "trustRBAC", release: "uinfo", namespace: "platform", values: "settings: {trustRBAC: {verb: submit-as}}"},
+	{name: "networkPolicy, limits", release: "uinfo", namespace: "platform", values: networkPolicyValues +
+		"\nserve: {maxConnsPerClient: 64, maxConns: -1, maxRequestsPerClient: 32, largeRequestBytes: 1048576, maxConcurrentLarge: 2, instances: 4}"},
 	{name: "kubewarden", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden"},
 	{name: "kubewarden with trustRBAC", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden\nsettings: {trustRBAC: true}"},
 	{name: "queueCheck", release: "uinfo", namespace: "platform", values: "settings: {queueCheck: {mode: enforce, namespace: yk}}"},
@@ -361,17 +363,22 @@ func compileConditions(t *testing.T, owner string, mcs []admissionregistrationv1
 func TestChart_refusesBrokenValues(t *testing.T) {
 	t.Parallel()
 	for values, want := range map[string]string{
-		"mode: both":                                                    "mode",
-		"failurePolicy: Maybe":                                          "failurePolicy",
-		"replica: 3":                                                    "replica",
-		"settings: {bypasAuth: true}":                                   "bypasAuth",
-		"settings: {validateOnly: true}":                                "validateOnly",
-		"image: {digest: latest}":                                       "digest",
-		"settings: {trustRBAC: yes-please}":                             "trustRBAC",
-		"settings: {trustRBAC: {verb: 'set all'}}":                      "trustRBAC",
-		"tls: {certManager: false}":                                     "tls.existingSecret is required when tls.certManager is false",
-		"tls: {certManager: false, existingSecret: s}":                  "tls.caBundle is required when tls.certManager is false",
-		"mode: kubewarden\nkubewarden: {policyServer: {create: false}}": "kubewarden.policyServer.name is required",
+		"mode: both":                                                      "mode",
+		"failurePolicy: Maybe":                                            "failurePolicy",
+		"replica: 3":                                                      "replica",
+		"settings: {bypasAuth: true}":                                     "bypasAuth",
+		"settings: {validateOnly: true}":                                  "validateOnly",
+		"image: {digest: latest}":                                         "digest",
+		"settings: {trustRBAC: yes-please}":                               "trustRBAC",
+		"settings: {trustRBAC: {verb: 'set all'}}":                        "trustRBAC",
+		"tls: {certManager: false}":                                       "tls.existingSecret is required when tls.certManager is false",
+		"tls: {certManager: false, existingSecret: s}":                    "tls.caBundle is required when tls.certManager is false",
+		"mode: kubewarden\nkubewarden: {policyServer: {create: false}}":   "kubewarden.policyServer.name is required",
+		"networkPolicy: {enabled: true}":                                  "networkPolicy.apiServer.cidrs or networkPolicy.apiServer.peers is required",
+		"networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.1]}}":  "cidrs",
+		"networkPolicy: {enabled: true, apiServer: {cidr: [10.0.0.0/8]}}": "cidr",
+		"serve: {maxConns: 0}":                                            "maxConns",
+		"serve: {maxConcurrentLarge: 0}":                                  "maxConcurrentLarge",
 	} {
 		var v map[string]any
 		require.NoError(t, yaml.Unmarshal([]byte(values), &v))

@@ -52,7 +52,9 @@ var serveFlags = []string{
 	"listen", "metrics-listen", "cert-file", "key-file", "client-ca-file", "self-signed", "self-signed-dir",
 	"settings-path", "settings-json", "validate-overlay", "settings-reload-interval", "cert-reload-interval", "instances",
 	"timeout", "memory-limit", "max-request-bytes", "shutdown-delay", "shutdown-timeout", "pprof",
-	"log-level", "log-format", "verbose", "cache-dir",
+	"log-level", "log-format", "verbose", "cache-dir", "max-json-depth", "max-body-bytes-in-flight",
+	"large-request-bytes", "max-concurrent-large", "max-conns-per-client", "max-conns", "max-requests-per-client",
+	"max-concurrent-streams", "read-header-timeout", "idle-timeout",
 }
 
 // webhookContainer returns the Deployment's only container and its flags.

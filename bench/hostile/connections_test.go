@@ -1,0 +1,427 @@
+package hostile
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// The attackers: eight loopback addresses other than 127.0.0.1, which is
+// the API server of these classes. Linux answers on all of 127.0.0.0/8.
+var attackers = []string{"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7", "127.0.0.8", "127.0.0.9"}
+
+// perAttacker is the connections each attacker tries to open: 300, more
+// than the per-client limit (256), 2,400 in all.
+const perAttacker = 300
+
+// ordinaryBound is how fast an ordinary review must be answered while the
+// attackers hold what they could take: the p99 of ordinaryReviews sent one
+// after another (300, so that the p99 is not the one review a shared
+// machine's scheduler happened to delay).
+const (
+	ordinaryBound   = 100 // ms
+	ordinaryReviews = 300
+)
+
+// raiseFileLimit lifts the soft limit on open files to the hard one: the
+// classes below hold thousands of connections, and serve inherits it.
+func raiseFileLimit(t *testing.T) uint64 {
+	t.Helper()
+	var lim syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim))
+	}
+	require.GreaterOrEqual(t, lim.Cur, uint64(4096), "the connection classes need some 2,500 open files: raise the hard limit (ulimit -Hn)")
+	return lim.Cur
+}
+
+// held is what an attack took: its open connections and how many were
+// refused.
+type held struct {
+	mu      sync.Mutex
+	conns   []io.Closer
+	refused int
+}
+
+func (h *held) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.conns {
+		_ = c.Close()
+	}
+	h.conns = nil
+}
+
+// attack opens perAttacker connections from each attacker, 64 at a time,
+// with open: a connection whose TLS handshake or first write fails counts
+// as refused.
+func attack(s *server, open func(src string) (io.Closer, error)) *held {
+	h := &held{}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for src := range work {
+				c, err := open(src)
+				h.mu.Lock()
+				if err != nil {
+					h.refused++
+				} else {
+					h.conns = append(h.conns, c)
+				}
+				h.mu.Unlock()
+			}
+		})
+	}
+	for range perAttacker {
+		for _, src := range attackers {
+			work <- src
+		}
+	}
+	close(work)
+	wg.Wait()
+	return h
+}
+
+// dialFrom opens a TLS connection to the server from src, offering protos,
+// and completes the handshake. A connection the server refused before the
+// handshake fails here.
+func (s *server) dialFrom(src string, protos ...string) (*tls.Conn, error) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
+	conf := &tls.Config{RootCAs: s.tlsConf.RootCAs, ServerName: "localhost", NextProtos: protos, MinVersion: tls.VersionTLS12}
+	return tls.DialWithDialer(d, "tcp", s.addr, conf)
+}
+
+// declare sends the headers of a review declaring a 7 MiB body, and body.
+func declare(c net.Conn, body string) error {
+	_, err := fmt.Fprintf(c, "POST /mutate HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", 7<<20, body)
+	return err
+}
+
+// metric returns the lines of /metrics that start with name, without it.
+func (s *server) metric(t *testing.T, name string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + s.metrics + "/metrics")
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(string(page), "\n") {
+		if rest, ok := strings.CutPrefix(line, name); ok && (rest[0] == '{' || rest[0] == ' ') {
+			out = append(out, strings.TrimSpace(rest))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// percentile of sorted values, p in [0, 1].
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+// ordinaryUnderAttack sends n ordinary reviews from 127.0.0.1, one at a
+// time on a fresh client, and checks each is answered and how fast.
+func ordinaryUnderAttack(t *testing.T, s *server, class string, n int) {
+	t.Helper()
+	client := s.apiClient()
+	defer client.CloseIdleConnections()
+	var ms []float64
+	failed := 0
+	body := podReview("ordinary", "alice", "", "", "")
+	for range n {
+		start := time.Now()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://"+s.addr+"/mutate", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err == nil {
+			out, rerr := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if rerr != nil || resp.StatusCode != 200 || !bytes.Contains(out, []byte(`"allowed":true`)) || !bytes.Contains(out, []byte(`"patch"`)) {
+				err = fmt.Errorf("HTTP %d %v: %.200s", resp.StatusCode, rerr, out)
+			}
+		}
+		if err != nil {
+			failed++
+			if failed <= 3 {
+				fmt.Printf("hostile: %-28s ordinary review failed: %v\n", class, err)
+			}
+			continue
+		}
+		ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+	}
+	sort.Float64s(ms)
+	check(t, class, fmt.Sprintf("%d ordinary reviews from 127.0.0.1 mutated", n), failed == 0, fmt.Sprintf("(%d failed)", failed))
+	if len(ms) == 0 {
+		return
+	}
+	fmt.Printf("hostile: %-28s ordinary reviews: p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", class,
+		percentile(ms, 0.5), percentile(ms, 0.99), percentile(ms, 1))
+	bound(t, class, "ordinary review p99", percentile(ms, 0.99), ordinaryBound, "ms")
+}
+
+// report prints what an attack holds and refused, and the server's RSS.
+func report(t *testing.T, s *server, class string, h *held, before float64) {
+	t.Helper()
+	after, _ := s.rss(t)
+	h.mu.Lock()
+	n, refused := len(h.conns), h.refused
+	h.mu.Unlock()
+	fmt.Printf("hostile: %-28s %d attempted from %d addresses: %d held, %d refused; server refused %s\n",
+		class, perAttacker*len(attackers), len(attackers), n, refused, s.metric(t, "yunikorn_userinfo_connections_refused_total"))
+	check(t, class, "per-client limit: at most 256 held per address", n <= 256*len(attackers), fmt.Sprintf("(%d held)", n))
+	check(t, class, "2,000+ held", n >= 2000, fmt.Sprintf("(%d held)", n))
+	bound(t, class, fmt.Sprintf("RSS growth, %d connections held", n), (after-before)/(1<<20), 128, "MiB")
+}
+
+// Class 6a: HTTP/1.1 requests that declare 7 MiB and send nothing more.
+func idleDeclaredHTTP1(t *testing.T, s *server) {
+	const class = "idle/http1-declared-body"
+	before, _ := s.rss(t)
+	h := attack(s, func(src string) (io.Closer, error) {
+		c, err := s.dialFrom(src, "http/1.1")
+		if err == nil {
+			if err = declare(c, ""); err != nil {
+				_ = c.Close()
+			}
+		}
+		return c, err
+	})
+	defer h.close()
+	report(t, s, class, h, before)
+	ordinaryUnderAttack(t, s, class, ordinaryReviews)
+}
+
+// Class 6b: slowloris: a header line trickled a byte at a time, never
+// finished. --read-header-timeout (5 s) cuts them off.
+func slowlorisHeaders(t *testing.T, s *server) {
+	const class = "slowloris/headers"
+	before, _ := s.rss(t)
+	start := time.Now()
+	h := attack(s, func(src string) (io.Closer, error) {
+		c, err := s.dialFrom(src, "http/1.1")
+		if err == nil {
+			if _, err = io.WriteString(c, "POST /mutate HTTP/1.1\r\nHost: localhost\r\nX-Slow: "); err != nil {
+				_ = c.Close()
+			}
+		}
+		return c, err
+	})
+	defer h.close()
+	// Trickle a byte a second on every connection, and see when the
+	// server closes them.
+	stop := make(chan struct{})
+	var closed atomic.Int64
+	var lastClose atomic.Int64
+	var wg sync.WaitGroup
+	h.mu.Lock()
+	for _, c := range h.conns {
+		wg.Go(func() {
+			conn := c.(net.Conn)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+				}
+				if _, err := conn.Write([]byte("a")); err != nil {
+					closed.Add(1)
+					lastClose.Store(int64(time.Since(start)))
+					return
+				}
+			}
+		})
+	}
+	n := len(h.conns)
+	h.mu.Unlock()
+	report(t, s, class, h, before)
+	ordinaryUnderAttack(t, s, class, ordinaryReviews)
+	deadline := time.Now().Add(15 * time.Second)
+	for closed.Load() < int64(n) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	check(t, class, "every trickling connection closed by the server", closed.Load() == int64(n),
+		fmt.Sprintf("(%d of %d, the last after %.1f s; --read-header-timeout 5s)", closed.Load(), n, time.Duration(lastClose.Load()).Seconds()))
+}
+
+// Class 6c: slow bodies: the headers, then a byte of the body a second.
+func slowBodies(t *testing.T, s *server) {
+	const class = "slow/bodies"
+	before, _ := s.rss(t)
+	h := attack(s, func(src string) (io.Closer, error) {
+		c, err := s.dialFrom(src, "http/1.1")
+		if err == nil {
+			if err = declare(c, `{"apiVersion":`); err != nil {
+				_ = c.Close()
+			}
+		}
+		return c, err
+	})
+	defer h.close()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	h.mu.Lock()
+	for _, c := range h.conns {
+		wg.Go(func() {
+			conn := c.(net.Conn)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+				}
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		})
+	}
+	h.mu.Unlock()
+	defer func() { close(stop); wg.Wait() }()
+	report(t, s, class, h, before)
+	ordinaryUnderAttack(t, s, class, ordinaryReviews)
+}
+
+// Class 6d: HTTP/2 connections that open every stream they may, each
+// declaring 7 MiB and sending one byte.
+func http2HeldStreams(t *testing.T, s *server) {
+	const class = "http2/held-streams"
+	const connsPerAttacker = 8
+	before, _ := s.rss(t)
+	var streams, answered429, reset atomic.Int64
+	var mu sync.Mutex
+	var conns []io.Closer
+	defer func() {
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	}()
+	var wg sync.WaitGroup
+	for _, src := range attackers {
+		for range connsPerAttacker {
+			wg.Go(func() {
+				c, err := s.dialFrom(src, "h2")
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+				if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+					return
+				}
+				fr := http2.NewFramer(c, c)
+				fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+				var wmu sync.Mutex
+				if fr.WriteSettings() != nil {
+					return
+				}
+				go func() {
+					for {
+						f, err := fr.ReadFrame()
+						if err != nil {
+							return
+						}
+						switch f := f.(type) {
+						case *http2.SettingsFrame:
+							if !f.IsAck() {
+								wmu.Lock()
+								_ = fr.WriteSettingsAck()
+								wmu.Unlock()
+							}
+						case *http2.MetaHeadersFrame:
+							if f.PseudoValue("status") == "429" {
+								answered429.Add(1)
+							}
+						case *http2.RSTStreamFrame:
+							if f.ErrCode != http2.ErrCodeNo {
+								reset.Add(1)
+							}
+						}
+					}
+				}()
+				var hbuf bytes.Buffer
+				enc := hpack.NewEncoder(&hbuf)
+				for i := range 64 {
+					hbuf.Reset()
+					for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "localhost"}, {":path", "/mutate"},
+						{"content-type", "application/json"}, {"content-length", strconv.Itoa(7 << 20)}} {
+						_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+					}
+					id := uint32(2*i + 1)
+					wmu.Lock()
+					err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hbuf.Bytes(), EndHeaders: true})
+					if err == nil {
+						err = fr.WriteData(id, false, []byte("{"))
+					}
+					wmu.Unlock()
+					if err != nil {
+						return
+					}
+					streams.Add(1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	time.Sleep(500 * time.Millisecond) // the server answers the streams past the per-client limit
+	after, _ := s.rss(t)
+	opened := streams.Load()
+	heldStreams := opened - answered429.Load() - reset.Load()
+	fmt.Printf("hostile: %-28s %d connections from %d addresses, %d streams opened: %d held, %d answered 429, %d reset\n",
+		class, len(conns), len(attackers), opened, heldStreams, answered429.Load(), reset.Load())
+	check(t, class, "per-client limit: at most 256 streams held per address", heldStreams <= 256*int64(len(attackers)),
+		fmt.Sprintf("(%d held)", heldStreams))
+	check(t, class, "2,000+ streams held", heldStreams >= 2000, fmt.Sprintf("(%d held)", heldStreams))
+	bound(t, class, fmt.Sprintf("RSS growth, %d streams held", heldStreams), (after-before)/(1<<20), 128, "MiB")
+	ordinaryUnderAttack(t, s, class, ordinaryReviews)
+}
+
+// afterAttack waits until the server has let go of the attack's
+// connections, so that the next class starts from a quiet server.
+func afterAttack(t *testing.T, s *server) {
+	t.Helper()
+	start := time.Now()
+	for {
+		open := s.metric(t, "yunikorn_userinfo_connections_open")
+		if open == "" { // a build before the connection limits
+			time.Sleep(3 * time.Second)
+			break
+		}
+		if n, err := strconv.Atoi(open); err == nil && n <= 16 {
+			break
+		}
+		require.Less(t, time.Since(start), 20*time.Second, "the server still holds %s connections", open)
+		time.Sleep(100 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err := s.review(ctx, podReview("after", "alice", "", "", ""))
+	require.NoError(t, err)
+}
