@@ -181,7 +181,7 @@ func decidePresent(s *Settings, r request, kind kindRef, id identity, value stri
 	switch {
 	case s.BypassAuth:
 		return accept("create: present, bypassAuth"), nil
-	case value == id.annotationValue():
+	case value == id.recordedValue(s.RecordedGroups):
 		return accept("create: present, submitter's own identity"), nil
 	case !allowed(s, id):
 		return decideByProvenance(s, r, kind, id, value)
@@ -218,7 +218,7 @@ func decideAbsent(s *Settings, r request, kind kindRef, id identity, locs []*pod
 		return accept("create: absent, ReplicaSet from a system user"), nil
 	}
 	d := accept("create: absent, inject")
-	want := id.annotationValue()
+	want := id.recordedValue(s.RecordedGroups)
 	if p, ok := provenValue(s, r, kind, id); ok {
 		d = accept("create: absent, inherited " + p.how)
 		want = p.value
