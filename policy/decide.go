@@ -24,6 +24,10 @@ type decision struct {
 	mutation []edit   // how the object changes; nil when unchanged
 	warnings []string // admission warnings shown to the client
 	rule     string   // which rule decided, for the decision trace
+	// claimed is the user.info value the request supplied where the rules
+	// judged one (a CREATE that carries it, an UPDATE that changes it); ""
+	// otherwise. Only the audit annotations report it.
+	claimed string
 	kind     string
 	op       string
 	user     string
@@ -94,7 +98,7 @@ func refuseMutation(d decision) decision {
 		msg = msgTwinRemoved
 	}
 	r := reject("validate-only: "+d.rule, codeForbidden, msg)
-	r.user = d.user
+	r.user, r.claimed = d.user, d.claimed
 	return r
 }
 
@@ -171,7 +175,9 @@ func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMet
 		return decision{}, err
 	}
 	if present {
-		return decidePresent(s, r, kind, id, value)
+		d, err := decidePresent(s, r, kind, id, value)
+		d.claimed = value
+		return d, err
 	}
 	return decideAbsent(s, r, kind, id, []*podMeta{cur})
 }
@@ -303,7 +309,9 @@ func decideUpdate(r request, path []string, cur *podMeta) (decision, *podMeta, e
 		d.warnings = []string{warnRestored}
 		return d, old, nil
 	}
-	return reject("update: changed", codeForbidden, msgChangeNotAllowed), old, nil
+	d := reject("update: changed", codeForbidden, msgChangeNotAllowed)
+	d.claimed = newValue
+	return d, old, nil
 }
 
 // queueMoved reports whether an UPDATE changes the queue a Pod asks for.

@@ -340,6 +340,7 @@ func decideWorkload(r request, s *Settings, kind kindRef, wk *workloadKind, op s
 		return decideAbsent(s, r, kind, id, locs)
 	}
 	d, err := decidePresent(s, r, kind, id, rec.value)
+	d.claimed = rec.value
 	if err != nil || !d.accepted {
 		return d, err
 	}
