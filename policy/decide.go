@@ -28,9 +28,9 @@ type decision struct {
 	// judged one (a CREATE that carries it, an UPDATE that changes it); ""
 	// otherwise. Only the audit annotations report it.
 	claimed string
-	kind     string
-	op       string
-	user     string
+	kind    string
+	op      string
+	user    string
 }
 
 func accept(rule string) decision { return decision{accepted: true, rule: rule} }
