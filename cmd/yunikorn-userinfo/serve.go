@@ -42,6 +42,7 @@ type serveFlags struct {
 	kubeconfig      string
 	contextDir      string
 	settingsReload  time.Duration
+	monitor         bool
 	certReload      time.Duration
 	instances       int
 	timeout         time.Duration
@@ -132,6 +133,8 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, how long to keep serving with /readyz at 503 before closing the listener")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the metrics address")
+	fs.BoolVar(&f.monitor, "monitor", false, "monitor mode: admit what the policy refuses (unchanged, with a warning, a log line and "+
+		"yunikorn_userinfo_monitor_would_refuse_total), to watch before enforcing")
 	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
 	cmd.MarkFlagsMutuallyExclusive("self-signed", "cert-file")
 	cmd.MarkFlagsMutuallyExclusive("self-signed", "key-file")
@@ -239,7 +242,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	if err != nil {
 		return err
 	}
-	logger.InfoContext(ctx, "starting", "module", name, "settings", settingsSource(f))
+	logger.InfoContext(ctx, "starting", "module", name, "settings", settingsSource(f), "monitor", f.monitor)
 	return webhook.Run(ctx, webhook.RunOptions{
 		Module:     module,
 		ModuleName: name,
@@ -262,6 +265,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			MaxRequestBytes:      f.maxRequestBytes,
 			MaxDepth:             f.maxDepth,
 			MaxBodyBytesInFlight: f.maxBodyInFlight,
+			Monitor:              f.monitor,
 		},
 		Server: webhook.ServerOptions{
 			Addr:            f.listen,
