@@ -47,6 +47,13 @@ func TestAuditAnnotations_fixtures(t *testing.T) {
 			if !c.Expect.Allowed {
 				assert.Empty(t, audit[auditUser], "a refusal records nothing")
 			}
+			switch rule := audit[auditRule]; {
+			case strings.HasPrefix(rule, "create: present"), strings.HasPrefix(rule, "update: changed"),
+				strings.HasPrefix(rule, "update: new template, other value"):
+				assert.Contains(t, audit, auditClaimed, "a judged value is reported as claimed")
+			case strings.HasPrefix(rule, "create: absent"), strings.HasPrefix(rule, "pass-through"):
+				assert.NotContains(t, audit, auditClaimed, "nothing was claimed")
+			}
 		})
 	}
 }

@@ -26,12 +26,17 @@ type decision struct {
 	rule     string   // which rule decided, for the decision trace
 	// claimed is the user.info value the request supplied where the rules
 	// judged one (a CREATE that carries it, an UPDATE that changes it); ""
-	// otherwise. Only the audit annotations report it.
-	claimed string
-	kind    string
-	op      string
-	user    string
+	// otherwise, and hasClaim whether it was (the value may be empty). Only
+	// the audit annotations report it; set it with claim.
+	claimed  string
+	hasClaim bool
+	kind     string
+	op       string
+	user     string
 }
+
+// claim records value as the user.info value the request supplied.
+func (d *decision) claim(value string) { d.claimed, d.hasClaim = value, true }
 
 func accept(rule string) decision { return decision{accepted: true, rule: rule} }
 
@@ -98,7 +103,7 @@ func refuseMutation(d decision) decision {
 		msg = msgTwinRemoved
 	}
 	r := reject("validate-only: "+d.rule, codeForbidden, msg)
-	r.user, r.claimed = d.user, d.claimed
+	r.user, r.claimed, r.hasClaim = d.user, d.claimed, d.hasClaim
 	return r
 }
 
@@ -176,7 +181,7 @@ func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMet
 	}
 	if present {
 		d, err := decidePresent(s, r, kind, id, value)
-		d.claimed = value
+		d.claim(value)
 		return d, err
 	}
 	return decideAbsent(s, r, kind, id, []*podMeta{cur})
@@ -310,7 +315,7 @@ func decideUpdate(r request, path []string, cur *podMeta) (decision, *podMeta, e
 		return d, old, nil
 	}
 	d := reject("update: changed", codeForbidden, msgChangeNotAllowed)
-	d.claimed = newValue
+	d.claim(newValue)
 	return d, old, nil
 }
 

@@ -184,19 +184,19 @@ const (
 func (d decision) appendAuditAnnotations(b []byte) []byte {
 	b = append(b, `,"audit_annotations":{"`+auditRule+`":`...)
 	b = appendJSONString(b, clipAudit(d.rule))
-	recorded := ""
+	recorded, records := "", false
 	switch {
 	case d.mutation != nil:
 		// Every edit writes the same value; its token is a JSON string.
-		recorded = str(gjson.Parse(string(d.mutation[0].token)))
-	case d.accepted:
-		recorded = d.claimed
+		recorded, records = str(gjson.Parse(string(d.mutation[0].token))), true
+	case d.accepted && d.hasClaim:
+		recorded, records = d.claimed, true
 	}
-	if recorded != "" {
+	if records {
 		b = append(b, `,"`+auditUser+`":`...)
 		b = appendJSONString(b, clipAudit(recorded))
 	}
-	if d.claimed != "" {
+	if d.hasClaim {
 		b = append(b, `,"`+auditClaimed+`":`...)
 		b = appendJSONString(b, clipAudit(d.claimed))
 	}
