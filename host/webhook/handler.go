@@ -343,17 +343,9 @@ func (h *Handler) monitor(ctx context.Context, req *admission.Request, resp *adm
 	}
 	h.metrics.monitorAdmitted(stage, RuleLabel(rule))
 	if h.log.Enabled(ctx, slog.LevelWarn) {
-		attrs := []slog.Attr{
-			slog.String("uid", clipLog(req.UID)),
-			slog.String("kind", clipLog(req.Kind.Kind)),
-			slog.String("namespace", clipLog(req.Namespace)),
-			slog.String("name", clipLog(req.Name)),
-			slog.String("operation", clipLog(req.Operation)),
-			slog.String("stage", stage),
-			slog.String("user", clipLog(req.UserName)),
+		attrs := append(requestAttrs(req, stage),
 			slog.String("claimed", clipLog(resp.AuditAnnotations[auditClaimed])),
-			slog.String("rule", clipLog(rule)),
-		}
+			slog.String("rule", clipLog(rule)))
 		if resp.Status != nil {
 			attrs = append(attrs, slog.String("message", clipLog(resp.Status.Message)))
 		}
@@ -545,17 +537,9 @@ func (h *Handler) logAdmission(ctx context.Context, req *admission.Request, resp
 	if !h.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{
-		slog.String("uid", clipLog(req.UID)),
-		slog.String("kind", clipLog(req.Kind.Kind)),
-		slog.String("namespace", clipLog(req.Namespace)),
-		slog.String("name", clipLog(req.Name)),
-		slog.String("user", clipLog(req.UserName)),
-		slog.String("operation", clipLog(req.Operation)),
-		slog.String("stage", stage),
+	attrs := append(requestAttrs(req, stage),
 		slog.String("decision", outcome),
-		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-	}
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000))
 	if req.SubResource != "" {
 		attrs = append(attrs, slog.String("subresource", clipLog(req.SubResource)))
 	}
@@ -569,6 +553,20 @@ func (h *Handler) logAdmission(ctx context.Context, req *admission.Request, resp
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	h.log.LogAttrs(ctx, level, "admission", attrs...)
+}
+
+// requestAttrs are the attributes that name a request and its submitter
+// in its log lines, with room for a few more.
+func requestAttrs(req *admission.Request, stage string) []slog.Attr {
+	attrs := make([]slog.Attr, 0, 12)
+	return append(attrs,
+		slog.String("uid", clipLog(req.UID)),
+		slog.String("kind", clipLog(req.Kind.Kind)),
+		slog.String("namespace", clipLog(req.Namespace)),
+		slog.String("name", clipLog(req.Name)),
+		slog.String("user", clipLog(req.UserName)),
+		slog.String("operation", clipLog(req.Operation)),
+		slog.String("stage", stage))
 }
 
 // maxLogField is the most of one request field a log line carries: the

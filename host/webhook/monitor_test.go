@@ -113,14 +113,7 @@ func TestHandler_monitor(t *testing.T) {
 	assert.Equal(t, 5.0, testutil.ToFloat64(metrics.admissions.WithLabelValues("Pod", "CREATE", OutcomeDenied)),
 		"admissions_total keeps the policy's verdict")
 
-	var lines []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &m))
-		if m["msg"] == "monitor mode: would be refused" {
-			lines = append(lines, m)
-		}
-	}
+	lines := logLines(t, logs.String(), "monitor mode: would be refused")
 	require.Len(t, lines, 6)
 	assert.Equal(t, "WARN", lines[0]["level"])
 	assert.Equal(t, "forged", lines[0]["uid"])
@@ -170,4 +163,18 @@ func TestRuleLabel(t *testing.T) {
 	} {
 		assert.Equal(t, want, RuleLabel(rule), rule)
 	}
+}
+
+// logLines decodes the JSON log lines in text whose message is msg.
+func logLines(t *testing.T, text, msg string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -162,14 +161,7 @@ func TestRun_settingsInForce(t *testing.T) {
 
 	cancel()
 	require.NoError(t, <-done)
-	var loaded []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &m))
-		if m["msg"] == "settings in force" {
-			loaded = append(loaded, m)
-		}
-	}
+	loaded := logLines(t, logs.String(), "settings in force")
 	require.Len(t, loaded, 2)
 	assert.Equal(t, "start", loaded[0]["loaded"])
 	assert.Equal(t, SettingsHash(first), loaded[0]["sha256"])
