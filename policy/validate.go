@@ -184,17 +184,19 @@ const (
 func (d decision) appendAuditAnnotations(b []byte) []byte {
 	b = append(b, `,"audit_annotations":{"`+auditRule+`":`...)
 	b = appendJSONString(b, clipAudit(d.rule))
-	recorded, records := "", false
 	switch {
 	case d.mutation != nil:
-		// Every edit writes the same value; its token is a JSON string.
-		recorded, records = str(gjson.Parse(string(d.mutation[0].token))), true
-	case d.accepted && d.hasClaim:
-		recorded, records = d.claimed, true
-	}
-	if records {
+		// Every edit writes the same value; its token is a JSON string,
+		// copied as it is when short enough.
 		b = append(b, `,"`+auditUser+`":`...)
-		b = appendJSONString(b, clipAudit(recorded))
+		if tok := d.mutation[0].token; len(tok) <= maxAuditValue {
+			b = append(b, tok...)
+		} else {
+			b = appendJSONString(b, clipAudit(str(gjson.Parse(string(tok)))))
+		}
+	case d.accepted && d.hasClaim:
+		b = append(b, `,"`+auditUser+`":`...)
+		b = appendJSONString(b, clipAudit(d.claimed))
 	}
 	if d.hasClaim {
 		b = append(b, `,"`+auditClaimed+`":`...)
