@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"maps"
-	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
@@ -16,7 +14,6 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
 	"github.com/yunikorn-userinfo/userinfo/host/webhook"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
-	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 )
 
 // TestServe_monitor posts every fixture with the default settings to
@@ -39,16 +36,9 @@ func TestServe_monitor(t *testing.T) {
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {
-			status, body := postReview(t, client, s.url, wrapReview(c.Request))
-			require.Equal(t, http.StatusOK, status, "body: %s", body)
-			var r struct {
-				Response fixturecheck.AdmissionResponse `json:"response"`
-			}
-			require.NoError(t, json.Unmarshal(body, &r))
-			var enforced fixturecheck.AdmissionResponse
-			require.NoError(t, json.Unmarshal([]byte(golden[c.Name]), &enforced))
+			got, enforced := answerAndGolden(t, client, s.url+"/mutate", c, golden)
 			if enforced.Allowed {
-				assert.Equal(t, enforced, r.Response, "an accepted request is answered as without monitor mode")
+				assert.Equal(t, enforced, got, "an accepted request is answered as without monitor mode")
 				return
 			}
 			refused++
@@ -58,7 +48,7 @@ func TestServe_monitor(t *testing.T) {
 				" (code "+strconv.Itoa(enforced.Status.Code)+")")
 			want.AuditAnnotations = maps.Clone(enforced.AuditAnnotations)
 			want.AuditAnnotations["monitor"] = "would be refused"
-			assert.Equal(t, want, r.Response)
+			assert.Equal(t, want, got)
 		})
 	}
 	require.Positive(t, refused, "some fixtures are refused")
