@@ -73,7 +73,14 @@ The certificate and key are reloaded when their files change, and so are the
 client CA (--client-ca-file, which makes client certificates mandatory) and
 the settings file. New settings are checked with validate_settings first;
 invalid ones are logged and ignored. Invalid settings at start stop the
-program with the policy's message.
+program with the policy's message. The settings in force are logged with
+their SHA-256, which yunikorn_userinfo_settings_info reports too.
+
+With --monitor, what the policy refuses (or fails to evaluate) is admitted
+unchanged, with the warning "monitor mode: would be refused: <message>",
+a warn line naming the submitter, the claimed identity and the rule, and a
+count in yunikorn_userinfo_monitor_would_refuse_total; accepted requests
+are answered as without it. Watch with it before enforcing.
 
 On SIGTERM or SIGINT: /readyz turns 503, requests are still served for
 --shutdown-delay, then no new connections are accepted and in-flight requests
