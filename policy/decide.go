@@ -24,10 +24,19 @@ type decision struct {
 	mutation []edit   // how the object changes; nil when unchanged
 	warnings []string // admission warnings shown to the client
 	rule     string   // which rule decided, for the decision trace
+	// claimed is the user.info value the request supplied where the rules
+	// judged one (a CREATE that carries it, an UPDATE that changes it); ""
+	// otherwise, and hasClaim whether it was (the value may be empty). Only
+	// the audit annotations report it; set it with claim.
+	claimed  string
+	hasClaim bool
 	kind     string
 	op       string
 	user     string
 }
+
+// claim records value as the user.info value the request supplied.
+func (d *decision) claim(value string) { d.claimed, d.hasClaim = value, true }
 
 func accept(rule string) decision { return decision{accepted: true, rule: rule} }
 
@@ -94,7 +103,7 @@ func refuseMutation(d decision) decision {
 		msg = msgTwinRemoved
 	}
 	r := reject("validate-only: "+d.rule, codeForbidden, msg)
-	r.user = d.user
+	r.user, r.claimed, r.hasClaim = d.user, d.claimed, d.hasClaim
 	return r
 }
 
@@ -171,7 +180,9 @@ func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMet
 		return decision{}, err
 	}
 	if present {
-		return decidePresent(s, r, kind, id, value)
+		d, err := decidePresent(s, r, kind, id, value)
+		d.claim(value)
+		return d, err
 	}
 	return decideAbsent(s, r, kind, id, []*podMeta{cur})
 }
@@ -181,7 +192,7 @@ func decidePresent(s *Settings, r request, kind kindRef, id identity, value stri
 	switch {
 	case s.BypassAuth:
 		return accept("create: present, bypassAuth"), nil
-	case value == id.annotationValue():
+	case value == id.recordedValue(s.RecordedGroups):
 		return accept("create: present, submitter's own identity"), nil
 	case !allowed(s, id):
 		return decideByProvenance(s, r, kind, id, value)
@@ -218,7 +229,7 @@ func decideAbsent(s *Settings, r request, kind kindRef, id identity, locs []*pod
 		return accept("create: absent, ReplicaSet from a system user"), nil
 	}
 	d := accept("create: absent, inject")
-	want := id.annotationValue()
+	want := id.recordedValue(s.RecordedGroups)
 	if p, ok := provenValue(s, r, kind, id); ok {
 		d = accept("create: absent, inherited " + p.how)
 		want = p.value
@@ -303,7 +314,9 @@ func decideUpdate(r request, path []string, cur *podMeta) (decision, *podMeta, e
 		d.warnings = []string{warnRestored}
 		return d, old, nil
 	}
-	return reject("update: changed", codeForbidden, msgChangeNotAllowed), old, nil
+	d := reject("update: changed", codeForbidden, msgChangeNotAllowed)
+	d.claim(newValue)
+	return d, old, nil
 }
 
 // queueMoved reports whether an UPDATE changes the queue a Pod asks for.

@@ -239,7 +239,7 @@ func checkFound(d decision, check, mode, msg string) decision {
 		return d
 	}
 	r := reject(d.rule+"; "+check+" refused", codeForbidden, msg)
-	r.user = d.user
+	r.user, r.claimed, r.hasClaim = d.user, d.claimed, d.hasClaim
 	return r
 }
 

@@ -22,10 +22,11 @@ const (
 	keyWorkloads        = "workloads"
 	keyTrustPodTokens   = "trustPodTokens"
 	keyAppOwnership     = "applicationOwnership"
+	keyRecordedGroups   = "recordedGroups"
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership, recordedGroups"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -69,6 +70,9 @@ type Settings struct {
 	// that joins another user's YuniKorn application (docs/BEHAVIOUR.md
 	// §3.5).
 	AppOwnership *appOwnershipSettings
+	// RecordedGroups shapes the groups written into the annotation
+	// (docs/BEHAVIOUR.md §3.6). nil: every group, as sent.
+	RecordedGroups *groupShaping
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -117,6 +121,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.Workloads = parseWorkloads(&errs, &s.Warnings, v)
 		case keyAppOwnership:
 			s.AppOwnership = parseAppOwnership(&errs, v)
+		case keyRecordedGroups:
+			s.RecordedGroups = parseRecordedGroups(&errs, &s.Warnings, v)
 		case keyTrustPodTokens:
 			s.TrustPodTokens = parseBool(&errs, key, v, s.TrustPodTokens)
 		case keySystemUsers:
@@ -375,4 +381,67 @@ func matchAny(patterns []*regexp.Regexp, s string) bool {
 		}
 	}
 	return false
+}
+
+// groupShaping is recordedGroups: which of the submitter's groups the
+// annotation records. Only groups of request.userInfo are ever written;
+// the shaping can only leave some out.
+type groupShaping struct {
+	// Omit writes no groups at all, so that YuniKorn resolves them itself.
+	Omit bool
+	// Include, when not empty, keeps only the groups one of them matches.
+	Include []*regexp.Regexp
+	// Exclude drops the groups one of them matches (after Include).
+	Exclude []*regexp.Regexp
+}
+
+// keeps reports whether group g is recorded.
+func (g *groupShaping) keeps(group string) bool {
+	if g == nil {
+		return true
+	}
+	if g.Omit {
+		return false
+	}
+	if len(g.Include) > 0 && !matchAny(g.Include, group) {
+		return false
+	}
+	return !matchAny(g.Exclude, group)
+}
+
+// parseRecordedGroups reads recordedGroups: an object with omit (a
+// boolean), include and exclude (lists of regular expressions, as the
+// other lists). Omit together with a list is an error: the list would
+// have no effect.
+func parseRecordedGroups(errs *settingsError, warnings *[]string, v gjson.Result) *groupShaping {
+	const path = "settings." + keyRecordedGroups
+	if v.Type == gjson.Null {
+		return nil
+	}
+	if !isObject(v) {
+		errs.problems = append(errs.problems, path+": must be an object with omit, include and exclude, got "+describe(v))
+		return nil
+	}
+	g := &groupShaping{}
+	eachMember(errs, path, v, func(name, field string, f gjson.Result) {
+		key := keyRecordedGroups + "." + name
+		switch name {
+		case "omit":
+			g.Omit = parseBool(errs, key, f, false)
+		case "include":
+			if list, ok := parseList(errs, key, f); ok {
+				g.Include = compileAll(errs, warnings, key, list)
+			}
+		case "exclude":
+			if list, ok := parseList(errs, key, f); ok {
+				g.Exclude = compileAll(errs, warnings, key, list)
+			}
+		default:
+			errs.problems = append(errs.problems, path+": unknown key "+quote(name)+" (known keys: omit, include, exclude)")
+		}
+	})
+	if g.Omit && (len(g.Include) > 0 || len(g.Exclude) > 0) {
+		errs.problems = append(errs.problems, path+": omit is true, so include and exclude would have no effect: set omit or the lists, not both")
+	}
+	return g
 }

@@ -100,19 +100,37 @@ func parseIdentity(ui gjson.Result) (identity, error) {
 // JSON, "user" then "groups", groups as sent (order and duplicates kept),
 // empty user or empty group list omitted, escaped as encoding/json does.
 // It is byte-for-byte what YuniKorn's own admission controller writes.
-func (id identity) annotationValue() string {
+func (id identity) annotationValue() string { return id.recordedValue(nil) }
+
+// recordedValue is annotationValue with the groups shaped by g
+// (recordedGroups): only groups of request.userInfo, in their order, those
+// g keeps. When none is kept, "groups" is left out, as for a submitter
+// without groups, and YuniKorn resolves the user's groups itself.
+func (id identity) recordedValue(g *groupShaping) string {
 	b := make([]byte, 0, 24+len(id.user)+len(id.groups)+id.ngroups)
 	b = append(b, '{')
 	if id.user != "" {
 		b = append(b, `"user":`...)
 		b = appendJSONString(b, id.user)
 	}
-	if id.ngroups > 0 {
-		if id.user != "" {
-			b = append(b, ',')
+	kept := 0
+	id.eachGroup(func(group string) bool {
+		if !g.keeps(group) {
+			return true
 		}
-		b = append(b, `"groups":[`...)
-		b = id.appendGroups(b, appendJSONString)
+		switch {
+		case kept > 0:
+			b = append(b, ',')
+		case id.user != "":
+			b = append(b, `,"groups":[`...)
+		default:
+			b = append(b, `"groups":[`...)
+		}
+		kept++
+		b = appendJSONString(b, group)
+		return true
+	})
+	if kept > 0 {
 		b = append(b, ']')
 	}
 	b = append(b, '}')

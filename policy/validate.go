@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -158,5 +159,61 @@ func (d decision) appendResponse(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	b = d.appendAuditAnnotations(b)
 	return append(b, '}')
+}
+
+// maxAuditValue is the most of one value an audit annotation carries: the
+// API server stores audit annotations with every audit event of the
+// request, and a user.info value can be as large as the object's
+// annotations. A longer value is cut, saying how long it was.
+const maxAuditValue = 1024
+
+// Audit annotation keys; the API server prefixes each with the webhook's
+// name and a slash.
+const (
+	auditRule    = "rule"    // the rule that decided, as the decision trace names it
+	auditUser    = "user"    // the user.info value the object records once admitted
+	auditClaimed = "claimed" // the user.info value the request supplied
+)
+
+// appendAuditAnnotations writes the "audit_annotations" member: the rule
+// that decided, always; the identity this admission records (the value
+// written by the mutation, or a supplied value accepted as it is); and
+// the value the request claimed, when it supplied one the rules judged.
+func (d decision) appendAuditAnnotations(b []byte) []byte {
+	b = append(b, `,"audit_annotations":{"`+auditRule+`":`...)
+	b = appendJSONString(b, clipAudit(d.rule))
+	switch {
+	case d.mutation != nil:
+		// Every edit writes the same value; its token is a JSON string,
+		// copied as it is when short enough.
+		b = append(b, `,"`+auditUser+`":`...)
+		if tok := d.mutation[0].token; len(tok) <= maxAuditValue {
+			b = append(b, tok...)
+		} else {
+			b = appendJSONString(b, clipAudit(str(gjson.Parse(string(tok)))))
+		}
+	case d.accepted && d.hasClaim:
+		b = append(b, `,"`+auditUser+`":`...)
+		b = appendJSONString(b, clipAudit(d.claimed))
+	}
+	if d.hasClaim {
+		b = append(b, `,"`+auditClaimed+`":`...)
+		b = appendJSONString(b, clipAudit(d.claimed))
+	}
+	return append(b, '}')
+}
+
+// clipAudit cuts s to maxAuditValue bytes, on a character boundary, and
+// says how long it was.
+func clipAudit(s string) string {
+	if len(s) <= maxAuditValue {
+		return s
+	}
+	cut := maxAuditValue
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "... (" + strconv.Itoa(len(s)) + " bytes)"
 }

@@ -340,6 +340,7 @@ func decideWorkload(r request, s *Settings, kind kindRef, wk *workloadKind, op s
 		return decideAbsent(s, r, kind, id, locs)
 	}
 	d, err := decidePresent(s, r, kind, id, rec.value)
+	d.claim(rec.value)
 	if err != nil || !d.accepted {
 		return d, err
 	}
@@ -388,7 +389,9 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 			switch {
 			case !recorded && !newPresent:
 			case !recorded || (newPresent && newValue != rec.value):
-				return reject("update: new template, other value", codeForbidden, msgChangeNotAllowed+": "+where), nil
+				d := reject("update: new template, other value", codeForbidden, msgChangeNotAllowed+": "+where)
+				d.claim(newValue)
+				return d, nil
 			case !newPresent:
 				d.mutation = append(d.mutation, edit{meta: cur, token: []byte(rec.token)})
 				d.rule = "update: new template, stamped"
@@ -408,7 +411,9 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 			}
 			d.rule = "update: removed, restore"
 		default:
-			return reject("update: changed", codeForbidden, msgChangeNotAllowed+": "+where), nil
+			d := reject("update: changed", codeForbidden, msgChangeNotAllowed+": "+where)
+			d.claim(newValue)
+			return d, nil
 		}
 	}
 	return d, nil

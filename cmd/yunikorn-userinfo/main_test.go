@@ -264,3 +264,57 @@ func TestVersion(t *testing.T) {
 	assert.Contains(t, res.stdout, fmt.Sprintf("embedded policy sha256: %x\n", sha256.Sum256(embeddedPolicy)))
 	assert.Contains(t, res.stdout, "wazero: v1.12.0\n")
 }
+
+// TestRun_monitor: with --monitor a refusal is printed as an admission of
+// the unchanged object with a warning, and logged; an accepted mutation
+// is printed as without it.
+func TestRun_monitor(t *testing.T) {
+	t.Parallel()
+	t.Run("a refusal is admitted", func(t *testing.T) {
+		t.Parallel()
+		res := runCLI(t, "", "run", guestPath, "-r", requestPath, "--settings-json", `{"mode":"reject"}`, "--monitor")
+		require.Equal(t, 0, res.code, res.stderr)
+		assert.Equal(t, `{"uid":"`+requestUID+`","allowed":true,"auditAnnotations":{"monitor":"would be refused"},`+
+			`"warnings":["monitor mode: would be refused: rejected by test guest (code 403)"]}`+"\n", res.stdout)
+		assert.Contains(t, res.stderr, `level=WARN msg="monitor mode: would be refused"`)
+		assert.Contains(t, res.stderr, `user=alice`)
+	})
+	t.Run("an accepted mutation is kept", func(t *testing.T) {
+		t.Parallel()
+		plain := runCLI(t, "", "run", guestPath, "-r", requestPath, "--settings-json", `{"mode":"mutate"}`)
+		monitored := runCLI(t, "", "run", guestPath, "-r", requestPath, "--settings-json", `{"mode":"mutate"}`, "--monitor")
+		require.Equal(t, 0, monitored.code, monitored.stderr)
+		assert.Equal(t, plain.stdout, monitored.stdout)
+		assert.Contains(t, monitored.stdout, `"patch":`)
+		assert.Empty(t, monitored.stderr)
+	})
+	t.Run("the policy's forged claim, with its rule and claim logged", func(t *testing.T) {
+		t.Parallel()
+		forged := writeFile(t, "forged.json", `{"uid":"f1","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE",`+
+			`"namespace":"default","userInfo":{"username":"alice","groups":["devs"]},"object":{"apiVersion":"v1","kind":"Pod",`+
+			`"metadata":{"name":"p","annotations":{"yunikorn.apache.org/user.info":"{\"user\":\"bob\"}"}},"spec":{}}}`)
+		enforced := runCLI(t, "", "run", "-r", forged)
+		require.Equal(t, 0, enforced.code, enforced.stderr)
+		assert.Contains(t, enforced.stdout, `"allowed":false`)
+		res := runCLI(t, "", "run", "-r", forged, "--monitor", "--log-format", "json")
+		require.Equal(t, 0, res.code, res.stderr)
+		var resp struct {
+			Allowed          bool              `json:"allowed"`
+			Patch            *string           `json:"patch"`
+			AuditAnnotations map[string]string `json:"auditAnnotations"`
+			Warnings         []string          `json:"warnings"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &resp), res.stdout)
+		assert.True(t, resp.Allowed)
+		assert.Nil(t, resp.Patch)
+		assert.Equal(t, map[string]string{"rule": "create: present, submitter not allowed", "claimed": `{"user":"bob"}`,
+			"monitor": "would be refused"}, resp.AuditAnnotations)
+		assert.Equal(t, []string{"monitor mode: would be refused: user alice with groups [devs] is not allowed to set user annotation (code 403)"}, resp.Warnings)
+		var line map[string]any
+		require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(res.stderr)), &line), res.stderr)
+		assert.Equal(t, "monitor mode: would be refused", line["msg"])
+		assert.Equal(t, "alice", line["user"])
+		assert.Equal(t, `{"user":"bob"}`, line["claimed"])
+		assert.Equal(t, "create: present, submitter not allowed", line["rule"])
+	})
+}

@@ -14,6 +14,7 @@ import (
 // runFlags are the flags of `run`.
 type runFlags struct {
 	evalFlags
+	monitor bool
 }
 
 func newRunCommand(a *app) *cobra.Command {
@@ -31,6 +32,11 @@ the policy's validate_settings first; invalid settings are an error.
 
 A failed evaluation (guest error, trap, timeout) is not an error of the
 command: like kwctl, it prints a response with allowed false and code 500.
+With --monitor, a refusal is printed as monitor mode (serve --monitor)
+answers it: allowed, the object unchanged, with the warning "monitor mode:
+would be refused: <message>"; a log line on stderr names the submitter, the
+claimed identity and the rule.
+
 Logs go to stderr; use -v to see the policy's own log lines.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -38,6 +44,7 @@ Logs go to stderr; use -v to see the policy's own log lines.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().BoolVar(&f.monitor, "monitor", false, "monitor mode: print a refusal as an admission of the unchanged object, with a warning")
 	return cmd
 }
 
@@ -48,6 +55,9 @@ func (a *app) runRun(ctx context.Context, args []string, f *runFlags) error {
 	}
 	defer s.eng.Close(context.WithoutCancel(ctx))
 	resp := evaluate(ctx, s.logger, s.eng, s.in)
+	if f.monitor {
+		resp = monitor(ctx, s.logger, s.in.request, resp)
+	}
 	out, err := admission.Marshal(resp)
 	if err != nil {
 		return err
@@ -69,4 +79,21 @@ func evaluate(ctx context.Context, logger *slog.Logger, eng *engine.Engine, in *
 	logger.DebugContext(ctx, "request evaluated", "uid", req.UID, "kind", req.Kind.Kind,
 		"operation", req.Operation, "allowed", resp.Allowed, "mutated", resp.Patch != nil)
 	return resp
+}
+
+// monitor is resp as monitor mode answers it (admission.Monitor), logging
+// a refusal it admits with the submitter, the claimed identity and the
+// rule the policy reported in its audit annotations.
+func monitor(ctx context.Context, logger *slog.Logger, req *admission.Request, resp *admission.Response) *admission.Response {
+	out, admitted := admission.Monitor(resp)
+	if admitted {
+		msg := ""
+		if resp.Status != nil {
+			msg = resp.Status.Message
+		}
+		logger.WarnContext(ctx, "monitor mode: would be refused", "uid", req.UID, "kind", req.Kind.Kind,
+			"operation", req.Operation, "user", req.UserName, "claimed", resp.AuditAnnotations["claimed"],
+			"rule", resp.AuditAnnotations["rule"], "message", msg)
+	}
+	return out
 }

@@ -42,6 +42,7 @@ type serveFlags struct {
 	kubeconfig      string
 	contextDir      string
 	settingsReload  time.Duration
+	monitor         bool
 	certReload      time.Duration
 	instances       int
 	timeout         time.Duration
@@ -80,7 +81,14 @@ The certificate and key are reloaded when their files change, and so are the
 client CA (--client-ca-file, which makes client certificates mandatory) and
 the settings file. New settings are checked with validate_settings first;
 invalid ones are logged and ignored. Invalid settings at start stop the
-program with the policy's message.
+program with the policy's message. The settings in force are logged with
+their SHA-256, which yunikorn_userinfo_settings_info reports too.
+
+With --monitor, what the policy refuses (or fails to evaluate) is admitted
+unchanged, with the warning "monitor mode: would be refused: <message>",
+a warn line naming the submitter, the claimed identity and the rule, and a
+count in yunikorn_userinfo_monitor_would_refuse_total; accepted requests
+are answered as without it. Watch with it before enforcing.
 
 On SIGTERM or SIGINT: /readyz turns 503, requests are still served for
 --shutdown-delay, then no new connections are accepted and in-flight requests
@@ -148,6 +156,8 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, how long to keep serving with /readyz at 503 before closing the listener")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the metrics address")
+	fs.BoolVar(&f.monitor, "monitor", false, "monitor mode: admit what the policy refuses (unchanged, with a warning, a log line and "+
+		"yunikorn_userinfo_monitor_would_refuse_total), to watch before enforcing")
 	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
 	cmd.MarkFlagsMutuallyExclusive("self-signed", "cert-file")
 	cmd.MarkFlagsMutuallyExclusive("self-signed", "key-file")
@@ -266,7 +276,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	if err != nil {
 		return err
 	}
-	logger.InfoContext(ctx, "starting", "module", name, "settings", settingsSource(f))
+	logger.InfoContext(ctx, "starting", "module", name, "settings", settingsSource(f), "monitor", f.monitor)
 	return webhook.Run(ctx, webhook.RunOptions{
 		Module:     module,
 		ModuleName: name,
@@ -292,6 +302,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			LargeRequestBytes:    f.largeRequest,
 			MaxConcurrentLarge:   f.maxLarge,
 			MaxRequestsPerClient: f.maxReqsClient,
+			Monitor:              f.monitor,
 		},
 		Server: webhook.ServerOptions{
 			Addr:                 f.listen,

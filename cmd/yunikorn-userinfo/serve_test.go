@@ -185,6 +185,20 @@ func postReviewTo(t *testing.T, client *http.Client, endpoint string, body []byt
 	return resp.StatusCode, out
 }
 
+// answerAndGolden posts case c to endpoint and returns the answer, with
+// the answer `run` gives for it (the golden file).
+func answerAndGolden(t *testing.T, client *http.Client, endpoint string, c fixtures.Case, golden map[string]string) (got, run fixturecheck.AdmissionResponse) {
+	t.Helper()
+	status, body := postReviewTo(t, client, endpoint, wrapReview(c.Request))
+	require.Equal(t, http.StatusOK, status, "body: %s", body)
+	var r struct {
+		Response fixturecheck.AdmissionResponse `json:"response"`
+	}
+	require.NoError(t, json.Unmarshal(body, &r))
+	require.NoError(t, json.Unmarshal([]byte(golden[c.Name]), &run))
+	return r.Response, run
+}
+
 func wrapReview(request []byte) []byte {
 	return []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":` + string(request) + `}`)
 }
@@ -265,24 +279,17 @@ func TestServe_validatingTwin(t *testing.T) {
 			continue
 		}
 		t.Run(c.Name, func(t *testing.T) {
-			status, body := postReviewTo(t, client, s.url+"/validate", wrapReview(c.Request))
-			require.Equal(t, http.StatusOK, status, "body: %s", body)
-			var r struct {
-				Response fixturecheck.AdmissionResponse `json:"response"`
-			}
-			require.NoError(t, json.Unmarshal(body, &r))
-			var mutate fixturecheck.AdmissionResponse
-			require.NoError(t, json.Unmarshal([]byte(golden[c.Name]), &mutate))
+			got, mutate := answerAndGolden(t, client, s.url+"/validate", c, golden)
 			if mutate.Patch == nil {
-				assert.Equal(t, mutate, r.Response, "no change at /mutate: the same answer at /validate")
+				assert.Equal(t, mutate, got, "no change at /mutate: the same answer at /validate")
 				return
 			}
 			refused++
-			assert.False(t, r.Response.Allowed)
-			assert.Nil(t, r.Response.Patch)
-			require.NotNil(t, r.Response.Status)
-			assert.Equal(t, http.StatusForbidden, r.Response.Status.Code)
-			assert.Regexp(t, `^annotation yunikorn.apache.org/user.info (is missing|was removed): `, r.Response.Status.Message)
+			assert.False(t, got.Allowed)
+			assert.Nil(t, got.Patch)
+			require.NotNil(t, got.Status)
+			assert.Equal(t, http.StatusForbidden, got.Status.Code)
+			assert.Regexp(t, `^annotation yunikorn.apache.org/user.info (is missing|was removed): `, got.Status.Message)
 		})
 	}
 	assert.Positive(t, refused, "some fixtures are refused at /validate")

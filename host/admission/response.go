@@ -7,6 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
 )
 
 // PatchTypeJSONPatch is the only patch type admission.k8s.io/v1 defines.
@@ -71,7 +75,6 @@ func ParseValidationResponse(data []byte) (*ValidationResponse, error) {
 	}{
 		{name: "message", dst: &vr.Message},
 		{name: "code", dst: &vr.Code},
-		{name: "audit_annotations", dst: &vr.AuditAnnotations},
 		{name: "warnings", dst: &vr.Warnings},
 	}
 	for _, f := range fields {
@@ -81,6 +84,11 @@ func ParseValidationResponse(data []byte) (*ValidationResponse, error) {
 		}
 		if err := json.Unmarshal(raw, f.dst); err != nil {
 			return nil, fmt.Errorf("decode validation response: field %s: %w", f.name, err)
+		}
+	}
+	if raw, ok := obj.get("audit_annotations"); ok && !isNull(raw) {
+		if vr.AuditAnnotations, err = decodeAuditAnnotations(doc, raw); err != nil {
+			return nil, fmt.Errorf("decode validation response: field audit_annotations: %w", err)
 		}
 	}
 	if raw, ok := obj.get("mutated_object"); ok && !isNull(raw) {
@@ -252,4 +260,57 @@ func marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// decodeAuditAnnotations decodes audit_annotations, raw (a part of doc),
+// as json.Unmarshal into a map[string]string does, through the
+// document's index rather than reflection: the yunikorn-userinfo policy
+// answers with two or three on every request. Keys and values are copies,
+// not views of the policy's answer. Anything but an object of strings
+// (null members, other types) is left to encoding/json, for its result
+// and its words.
+func decodeAuditAnnotations(doc *scanned, raw json.RawMessage) (map[string]string, error) {
+	text := unsafe.String(unsafe.SliceData(raw), len(raw))
+	slow := func() (map[string]string, error) {
+		var m map[string]string
+		err := json.Unmarshal(raw, &m)
+		return m, err
+	}
+	if rawKind(gjson.Result{Raw: text}) != kindObject {
+		return slow()
+	}
+	out := make(map[string]string, 4)
+	it := doc.objectMembers(text)
+	for {
+		k, v, _, ok := it.Next()
+		if !ok {
+			return out, nil
+		}
+		if len(v) == 0 || v[0] != '"' {
+			return slow()
+		}
+		key, err := decodeKey(k)
+		if err != nil {
+			return nil, err
+		}
+		out[strings.Clone(key)] = ownString(v)
+	}
+}
+
+// ownString decodes v, a JSON string of a validated document, into a new
+// string. The escapes other than \u (a user.info value is full of \")
+// are gjson's, which decodes them as encoding/json does; \u escapes,
+// where the two differ on lone surrogates, and invalid UTF-8 are left to
+// encoding/json.
+func ownString(v string) string {
+	body := v[1 : len(v)-1]
+	switch {
+	case !utf8.ValidString(body) || strings.Contains(body, `\u`):
+		var s string
+		_ = json.Unmarshal([]byte(v), &s) // v is a valid JSON string
+		return s
+	case strings.IndexByte(body, '\\') < 0:
+		return strings.Clone(body)
+	}
+	return gjson.Parse(v).Str
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"net/http"
 	"runtime"
@@ -125,6 +126,15 @@ type Options struct {
 	// in the URL (?timeout=10s) lowers it, never raises it. Default:
 	// engine.DefaultTimeout (2 s).
 	Timeout time.Duration
+	// Monitor admits what the policy refuses, and what it could not
+	// evaluate, as Kubewarden's monitor mode does: the object passes as it
+	// was sent (a refused request's mutation is not applied), with the
+	// warning "monitor mode: would be refused: <message>", the audit
+	// annotation monitor="would be refused", a count in
+	// yunikorn_userinfo_monitor_would_refuse_total and a log line naming
+	// the submitter, the claimed identity and the rule. Accepted requests,
+	// patches included, are answered as without it. Default: false.
+	Monitor bool
 }
 
 func (o *Options) setDefaults() {
@@ -381,8 +391,42 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 		h.metrics.denied(stage)
 	}
 	h.logAdmission(ctx, req, resp, stage, outcome, elapsed, err)
+	if h.opts.Monitor {
+		resp = h.monitor(ctx, req, resp, stage, err)
+	}
 	h.writeReview(w, http.StatusOK, resp)
 }
+
+// monitor is the answer of monitor mode to resp (see Options.Monitor): a
+// refusal is counted, logged and turned into an admission.
+func (h *Handler) monitor(ctx context.Context, req *admission.Request, resp *admission.Response, stage string, err error) *admission.Response {
+	out, admitted := admission.Monitor(resp)
+	if !admitted {
+		return resp
+	}
+	rule := resp.AuditAnnotations[auditRule]
+	if err != nil {
+		rule = RuleEvaluationFailed
+	}
+	h.metrics.monitorAdmitted(stage, RuleLabel(rule))
+	if h.log.Enabled(ctx, slog.LevelWarn) {
+		attrs := append(requestAttrs(req, stage),
+			slog.String("claimed", clipLog(resp.AuditAnnotations[auditClaimed])),
+			slog.String("rule", clipLog(rule)))
+		if resp.Status != nil {
+			attrs = append(attrs, slog.String("message", clipLog(resp.Status.Message)))
+		}
+		h.log.LogAttrs(ctx, slog.LevelWarn, "monitor mode: would be refused", attrs...)
+	}
+	return out
+}
+
+// Audit annotation keys the yunikorn-userinfo policy answers with (any
+// module may): the rule that decided and the identity the request claimed.
+const (
+	auditRule    = "rule"
+	auditClaimed = "claimed"
+)
 
 // refuse answers a request that was not evaluated.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, start time.Time, rej *rejection) {
@@ -489,12 +533,22 @@ func evaluate(ctx context.Context, t *target, req *admission.Request, stage stri
 // means a mutating webhook that ran after it undid its work, and nothing
 // after a validating webhook would apply it.
 func refuseChange(resp *admission.Response) *admission.Response {
+	audit := maps.Clone(resp.AuditAnnotations)
+	if audit == nil {
+		audit = map[string]string{}
+	}
+	if rule := audit[auditRule]; rule != "" {
+		audit[auditRule] = RuleValidatingStage + "; " + rule
+	} else {
+		audit[auditRule] = RuleValidatingStage
+	}
 	return &admission.Response{
 		UID:     resp.UID,
 		Allowed: false,
 		Status: &admission.Status{Code: http.StatusForbidden, Message: "refused at the validating stage: the policy would change the object (" +
 			clipLog(string(resp.Patch)) + "); a mutating webhook that ran after it may have undone its change"},
-		Warnings: resp.Warnings,
+		Warnings:         resp.Warnings,
+		AuditAnnotations: audit,
 	}
 }
 
@@ -550,19 +604,14 @@ func (h *Handler) logAdmission(ctx context.Context, req *admission.Request, resp
 	if !h.log.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{
-		slog.String("uid", clipLog(req.UID)),
-		slog.String("kind", clipLog(req.Kind.Kind)),
-		slog.String("namespace", clipLog(req.Namespace)),
-		slog.String("name", clipLog(req.Name)),
-		slog.String("user", clipLog(req.UserName)),
-		slog.String("operation", clipLog(req.Operation)),
-		slog.String("stage", stage),
+	attrs := append(requestAttrs(req, stage),
 		slog.String("decision", outcome),
-		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-	}
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000))
 	if req.SubResource != "" {
 		attrs = append(attrs, slog.String("subresource", clipLog(req.SubResource)))
+	}
+	if rule := resp.AuditAnnotations[auditRule]; rule != "" {
+		attrs = append(attrs, slog.String("rule", clipLog(rule)))
 	}
 	if resp.Status != nil {
 		attrs = append(attrs, slog.Int("code", int(resp.Status.Code)), slog.String("message", clipLog(resp.Status.Message)))
@@ -571,6 +620,20 @@ func (h *Handler) logAdmission(ctx context.Context, req *admission.Request, resp
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	h.log.LogAttrs(ctx, level, "admission", attrs...)
+}
+
+// requestAttrs are the attributes that name a request and its submitter
+// in its log lines, with room for a few more.
+func requestAttrs(req *admission.Request, stage string) []slog.Attr {
+	attrs := make([]slog.Attr, 0, 12)
+	return append(attrs,
+		slog.String("uid", clipLog(req.UID)),
+		slog.String("kind", clipLog(req.Kind.Kind)),
+		slog.String("namespace", clipLog(req.Namespace)),
+		slog.String("name", clipLog(req.Name)),
+		slog.String("user", clipLog(req.UserName)),
+		slog.String("operation", clipLog(req.Operation)),
+		slog.String("stage", stage))
 }
 
 // maxLogField is the most of one request field a log line carries: the

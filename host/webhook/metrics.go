@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -73,6 +75,63 @@ var kindLabels = map[string]bool{
 	"PaddleJob": true, "JAXJob": true, "TrainJob": true, "Notebook": true,
 }
 
+// Rules, the "rule" label of yunikorn_userinfo_monitor_would_refuse_total:
+// the refusals of the yunikorn-userinfo policy, named as its audit
+// annotation "rule" (and its decision trace) names them, and the host's
+// own. The policy's rule can carry the names of queues and other parts of
+// the object after "; ", so the label is the rule reduced to this fixed
+// set: whatever a module answers, the number of series stays fixed.
+const (
+	// RuleValidatingStage is the host's refusal at /validate of an answer
+	// that would change the object.
+	RuleValidatingStage = "validating stage: change refused"
+	// RuleEvaluationFailed is an evaluation that failed (trap, timeout,
+	// unusable answer): answered allowed=false, code 500.
+	RuleEvaluationFailed = "evaluation failed"
+	// ruleValidateOnly is the policy's validating twin refusing a change the
+	// mutating policy would make ("validate-only: <rule>").
+	ruleValidateOnly = "validate-only"
+)
+
+// refusalRules are the policy's refusing rules that are labels as they
+// are. A check that refuses an object ("<rule>; <check> refused") is
+// labelled by its last part.
+var refusalRules = map[string]bool{
+	"malformed":                              true,
+	"create: present, invalid value":         true,
+	"create: present, RBAC check failed":     true,
+	"create: present, not granted by RBAC":   true,
+	"create: present, submitter not allowed": true,
+	"create: present, provenance not proven": true,
+	"create: templates disagree":             true,
+	"update: new template, other value":      true,
+	"update: changed":                        true,
+	"binding: carries the annotation":        true,
+	"queue check refused":                    true,
+	"application ownership refused":          true,
+	RuleValidatingStage:                      true,
+	RuleEvaluationFailed:                     true,
+	ruleValidateOnly:                         true,
+}
+
+// RuleLabel reduces a rule, as a module reports it in its audit annotation
+// "rule", to the label of yunikorn_userinfo_monitor_would_refuse_total:
+// one of the fixed set above, "unknown" for none, "other" for any other.
+func RuleLabel(rule string) string {
+	switch {
+	case rule == "":
+		return labelUnknown
+	case strings.HasPrefix(rule, ruleValidateOnly+": "):
+		return ruleValidateOnly
+	case strings.HasPrefix(rule, RuleValidatingStage):
+		return RuleValidatingStage
+	}
+	if i := strings.LastIndex(rule, "; "); i >= 0 && strings.HasSuffix(rule, " refused") {
+		rule = rule[i+2:]
+	}
+	return label(refusalRules, rule)
+}
+
 // Metrics are the webhook's Prometheus metrics. A nil *Metrics records
 // nothing, so tests and embedders may leave it out.
 type Metrics struct {
@@ -86,6 +145,8 @@ type Metrics struct {
 	certExpiry   prometheus.Gauge
 	ready        prometheus.Gauge
 	connRefused  *prometheus.CounterVec
+	wouldRefuse  *prometheus.CounterVec
+	settingsInfo *prometheus.GaugeVec
 	engineStats  func() engine.Stats
 	maxInstances float64
 }
@@ -142,6 +203,15 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 			Help: "Connections to the webhook port closed as soon as accepted, by reason: per_client (the source address " +
 				"held --max-conns-per-client) or total (all clients held --max-conns).",
 		}, []string{"reason"}),
+		wouldRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "monitor_would_refuse_total",
+			Help: "Requests monitor mode admitted that the policy refused (or whose evaluation failed), by stage and by rule " +
+				"(the refusing rule, reduced to a fixed set: other for one outside it, unknown when the module names none).",
+		}, []string{"stage", "rule"}),
+		settingsInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metricPrefix + "settings_info",
+			Help: "Always 1; the label sha256 is the SHA-256 of the policy settings in force (the JSON logged with it at load and on reload).",
+		}, []string{"sha256"}),
 		engineStats:  stats,
 		maxInstances: float64(maxInstances),
 	}
@@ -160,7 +230,7 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 	}
 	cs := []prometheus.Collector{
 		m.admissions, m.stageDenials, m.duration, m.inFlight, m.errors, m.reloads, m.certReloads,
-		m.certExpiry, m.ready, m.connRefused, buildInfo,
+		m.certExpiry, m.ready, m.connRefused, buildInfo, m.wouldRefuse, m.settingsInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}
@@ -275,6 +345,23 @@ func (m *Metrics) SetCertificateExpiry(unix float64) {
 	if m != nil {
 		m.certExpiry.Set(unix)
 	}
+}
+
+// monitorAdmitted counts a refusal monitor mode admitted.
+func (m *Metrics) monitorAdmitted(stage, rule string) {
+	if m != nil {
+		m.wouldRefuse.WithLabelValues(stage, rule).Inc()
+	}
+}
+
+// SetSettings makes yunikorn_userinfo_settings_info report the settings
+// with this SHA-256 (hex) as the ones in force: one series, replaced.
+func (m *Metrics) SetSettings(sha256 string) {
+	if m == nil {
+		return
+	}
+	m.settingsInfo.Reset()
+	m.settingsInfo.WithLabelValues(sha256).Set(1)
 }
 
 func (m *Metrics) setReady(ready bool) {

@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -213,7 +215,8 @@ func Run(ctx context.Context, opts RunOptions) error {
 	eng.Store(e)
 	defer e.Close(context.WithoutCancel(ctx))
 
-	store, err := settings.NewStore(opts.Settings, settings.Options{
+	var store *settings.Store
+	store, err = settings.NewStore(opts.Settings, settings.Options{
 		Path:     opts.SettingsPath,
 		Interval: opts.SettingsInterval,
 		Validate: func(ctx context.Context, raw json.RawMessage) (bool, string, error) {
@@ -231,18 +234,41 @@ func Run(ctx context.Context, opts RunOptions) error {
 			}
 			return sv.Valid, sv.Message, nil
 		},
-		Logger:   log.With("component", "settings"),
-		OnReload: metrics.SettingsReloaded,
+		Logger: log.With("component", "settings"),
+		OnReload: func(outcome string) {
+			metrics.SettingsReloaded(outcome)
+			if outcome == settings.ReloadApplied {
+				settingsInForce(ctx, log, metrics, store.Current(), "reload")
+			}
+		},
 	})
 	if err != nil {
 		return stop(err)
 	}
+	settingsInForce(ctx, log, metrics, store.Current(), "start")
 	go store.Run(ctx)
 	go certs.Run(ctx)
 	handler.StartWithValidate(e, store.Current, validateSettings(store.Current, opts.ValidateOverlay))
 	log.InfoContext(ctx, "webhook ready", "module", opts.ModuleName, "instances", e.Stats().Instances,
 		"max_instances", opts.Engine.MaxInstances, "timeout", opts.Handler.Timeout.String())
 	return <-served
+}
+
+// settingsInForce logs the settings that now apply, as the JSON they were
+// given as, with their SHA-256, and makes yunikorn_userinfo_settings_info
+// report that hash: an audit of which settings decided, from the log or
+// the metric alone.
+func settingsInForce(ctx context.Context, log *slog.Logger, metrics *Metrics, raw json.RawMessage, when string) {
+	sum := SettingsHash(raw)
+	metrics.SetSettings(sum)
+	log.InfoContext(ctx, "settings in force", "component", "settings", "loaded", when,
+		"sha256", sum, "settings", string(raw))
+}
+
+// SettingsHash is the SHA-256, in hex, of settings as they are given.
+func SettingsHash(raw json.RawMessage) string {
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
 }
 
 // validateSettings returns the settings of PathValidate: current with

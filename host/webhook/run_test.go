@@ -2,10 +2,15 @@ package webhook
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/settings"
+	"github.com/yunikorn-userinfo/userinfo/internal/syncbuf"
 )
 
 // TestRun assembles the whole server from options, as `serve` does: it
@@ -96,4 +103,72 @@ func TestRun_errorsNameTheStep(t *testing.T) {
 	err = Run(t.Context(), RunOptions{Module: []byte("\x00asm\x01\x00\x00\x00garbage"), ModuleName: "broken.wasm",
 		CertFile: certFile, KeyFile: keyFile, Server: listener()})
 	assert.ErrorContains(t, err, "load policy broken.wasm")
+}
+
+// TestRun_settingsInForce: the settings in force are logged with their
+// SHA-256 at start and on every applied reload, and
+// yunikorn_userinfo_settings_info reports that hash, one series at a time.
+func TestRun_settingsInForce(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile, _ := certFiles(t)
+	path := filepath.Join(t.TempDir(), "settings.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("externalUsers: [\"^livy$\"]\n"), 0o600))
+	first, err := settings.ReadFile(path)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var logs syncbuf.Buffer
+	listening := make(chan net.Addr, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{
+			Module: hostileWasm, Engine: engine.Options{MaxInstances: 1},
+			Settings: first, SettingsPath: path, SettingsInterval: 20 * time.Millisecond,
+			CertFile: certFile, KeyFile: keyFile,
+			Server:   ServerOptions{Listener: ln, MetricsListener: mln},
+			Logger:   slog.New(slog.NewJSONHandler(&logs, nil)),
+			OnListen: func(_, m net.Addr) { listening <- m },
+		})
+	}()
+	metricsURL := "http://" + (<-listening).String() + "/metrics"
+	infoLines := func() []string {
+		resp, err := http.Get(metricsURL)
+		if err != nil {
+			return nil
+		}
+		defer resp.Body.Close()
+		page, _ := io.ReadAll(resp.Body)
+		var out []string
+		for _, l := range strings.Split(string(page), "\n") {
+			if strings.HasPrefix(l, "yunikorn_userinfo_settings_info{") {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+	firstLine := `yunikorn_userinfo_settings_info{sha256="` + SettingsHash(first) + `"} 1`
+	waitFor(t, "the first settings' hash", func() bool { return slices.Equal(infoLines(), []string{firstLine}) })
+
+	require.NoError(t, os.WriteFile(path, []byte("externalUsers: [\"^airflow$\"]\n"), 0o600))
+	second, err := settings.ReadFile(path)
+	require.NoError(t, err)
+	require.NotEqual(t, SettingsHash(first), SettingsHash(second))
+	secondLine := `yunikorn_userinfo_settings_info{sha256="` + SettingsHash(second) + `"} 1`
+	waitFor(t, "the reloaded settings' hash, alone", func() bool { return slices.Equal(infoLines(), []string{secondLine}) })
+
+	cancel()
+	require.NoError(t, <-done)
+	loaded := logLines(t, logs.String(), "settings in force")
+	require.Len(t, loaded, 2)
+	assert.Equal(t, "start", loaded[0]["loaded"])
+	assert.Equal(t, SettingsHash(first), loaded[0]["sha256"])
+	assert.Equal(t, string(first), loaded[0]["settings"])
+	assert.Equal(t, "reload", loaded[1]["loaded"])
+	assert.Equal(t, SettingsHash(second), loaded[1]["sha256"])
+	assert.Equal(t, string(second), loaded[1]["settings"])
+	sum := sha256.Sum256(second)
+	assert.Equal(t, hex.EncodeToString(sum[:]), loaded[1]["sha256"])
 }

@@ -222,6 +222,10 @@ var chartMatrix = []struct {
 	{name: "kubewarden with queueCheck", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden\nsettings: {queueCheck: warn}"},
 	{name: "kubewarden without twin, monitor", release: "yunikorn-userinfo", namespace: "kubewarden",
 		values: "mode: kubewarden\nvalidatingTwin: false\nkubewarden: {policyMode: monitor}"},
+	{name: "monitor, recordedGroups", release: "yunikorn-userinfo", namespace: "yunikorn-userinfo",
+		values: "monitor: true\nsettings: {recordedGroups: {exclude: ['^system:.*$']}}"},
+	{name: "kubewarden, monitor", release: "yunikorn-userinfo", namespace: "kubewarden",
+		values: "mode: kubewarden\nmonitor: true\nsettings: {recordedGroups: {omit: true}}"},
 }
 
 // TestChart_matrix renders each value set and runs the checks deploy/ gets:
