@@ -27,6 +27,10 @@ type decision struct {
 	kind     string
 	op       string
 	user     string
+	// placeholder: the scheduler's gang placeholder, carrying its
+	// originator's identity; the queue and ownership checks skip it
+	// (docs/BEHAVIOUR.md §3.6).
+	placeholder bool
 }
 
 func accept(rule string) decision { return decision{accepted: true, rule: rule} }
@@ -139,7 +143,7 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	var d decision
 	if op == "CREATE" {
 		d, err = decideCreate(s, r, kind, id, cur)
-		if err == nil {
+		if err == nil && !d.placeholder {
 			d = checkQueue(d, r, s, kind, cur)
 			d = checkAppOwnership(d, r, s, kind, cur)
 		}
@@ -159,6 +163,13 @@ func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMet
 	value, _, present, err := cur.annotation()
 	if err != nil {
 		return decision{}, err
+	}
+	ph, isPlaceholder, err := schedulerPlaceholder(s, r, kind, id, cur)
+	if err != nil {
+		return decision{}, err
+	}
+	if isPlaceholder {
+		return decidePlaceholder(s, r, kind, id, cur, ph, value, present)
 	}
 	if present {
 		return decidePresent(s, r, kind, id, value)

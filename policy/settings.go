@@ -22,10 +22,11 @@ const (
 	keyWorkloads        = "workloads"
 	keyTrustPodTokens   = "trustPodTokens"
 	keyAppOwnership     = "applicationOwnership"
+	keySchedulerUsers   = "schedulerUsers"
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership, schedulerUsers"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -69,6 +70,10 @@ type Settings struct {
 	// that joins another user's YuniKorn application (docs/BEHAVIOUR.md
 	// §3.5).
 	AppOwnership *appOwnershipSettings
+	// SchedulerUsers are the YuniKorn scheduler's identities, whose gang
+	// placeholders carry their originator's identity (docs/BEHAVIOUR.md
+	// §3.6).
+	SchedulerUsers []*regexp.Regexp
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -89,6 +94,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	var errs settingsError
 	if !present(raw) {
 		s.SystemUsers = mustCompileAll(defaultSystemUsers)
+		s.SchedulerUsers = mustCompileAll(defaultSchedulerUsers)
 		return s, nil
 	}
 	if !isObject(raw) {
@@ -123,6 +129,10 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			if list, ok := parseList(&errs, key, v); ok {
 				s.SystemUsers = compileAll(&errs, &s.Warnings, key, list)
 			}
+		case keySchedulerUsers:
+			if list, ok := parseList(&errs, key, v); ok {
+				s.SchedulerUsers = compileAll(&errs, &s.Warnings, key, list)
+			}
 		case keyExternalUsers:
 			if list, ok := parseList(&errs, key, v); ok {
 				s.ExternalUsers = compileAll(&errs, &s.Warnings, key, list)
@@ -150,6 +160,9 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	}
 	if !seen[keySystemUsers] {
 		s.SystemUsers = mustCompileAll(defaultSystemUsers)
+	}
+	if !seen[keySchedulerUsers] {
+		s.SchedulerUsers = mustCompileAll(defaultSchedulerUsers)
 	}
 	return s, nil
 }
