@@ -36,6 +36,9 @@ type placeholder struct {
 	source string // the originator, for rules and messages
 	value  string
 	failed string
+	// unread: the originator could not be read at all (the webhook has
+	// no access to Pods, or the API server did not answer).
+	unread bool
 }
 
 // schedulerPlaceholder reports whether a CREATE of kind, whose pod
@@ -107,7 +110,7 @@ func originatorOf(ns string, cur *podMeta) placeholder {
 	}
 	switch {
 	case err != nil:
-		p.failed = err.Error()
+		p.failed, p.unread = err.Error(), true
 		return p
 	case !found:
 		p.failed = p.source + " does not exist"
@@ -160,10 +163,20 @@ func truncate(s string, n int) string {
 
 // decidePlaceholder decides the CREATE of a scheduler's placeholder cur,
 // whose originator is ph. Without the annotation it is stamped with the
-// originator's identity, or refused when there is none to copy; a value
-// it supplies is admitted when it is exactly the originator's, and
-// otherwise checked like any other supplied value.
+// originator's identity, or refused when the originator proves none; a
+// value it supplies is admitted when it is exactly the originator's, and
+// otherwise checked like any other supplied value. An originator that
+// could not be read at all leaves the placeholder an ordinary Pod of the
+// scheduler, with a warning: what YuniKorn's own admission controller
+// records, and what the checks then decide.
 func decidePlaceholder(s *Settings, r request, kind kindRef, id identity, cur *podMeta, ph placeholder, value string, present bool) (decision, error) {
+	if ph.unread && !present {
+		why := "its originator could not be read (" + ph.failed + "): decided as any Pod of " + id.user
+		logWarning("placeholder not recognised", why)
+		d, err := decideAbsent(s, r, kind, id, []*podMeta{cur})
+		d.warnings = append(d.warnings, "placeholder "+podName(cur)+" not recognised: "+why)
+		return d, err
+	}
 	if !present {
 		if ph.failed != "" {
 			return reject("create: placeholder, originator not proven", codeForbidden,
