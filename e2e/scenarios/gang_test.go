@@ -98,9 +98,19 @@ func TestYuniKornGangPlaceholders(t *testing.T) {
 		}
 		return len(real) == gangMembers && replaced(app) == gangMembers, nil
 	})
-	placeholders := seen.placeholders()
 	require.NoErrorf(t, err, "YuniKorn replaces the placeholders and binds the Job's Pods (bound Job Pods %d, application %+v, placeholders seen %+v)",
-		len(real), app, placeholders)
+		len(real), app, seen.placeholders())
+	// The watch may trail the REST API by a moment.
+	var placeholders []seenPlaceholder
+	_ = cluster.Poll(ctx, 15*time.Second, pollInterval, func(context.Context) (bool, error) {
+		placeholders = seen.placeholders()
+		for _, p := range placeholders {
+			if !p.deleted {
+				return false, nil
+			}
+		}
+		return len(placeholders) >= gangMembers, nil
+	})
 
 	// The placeholders: created by the scheduler, stamped with alice's
 	// identity, owned by a Job Pod, bound to the node, and gone.
