@@ -167,15 +167,23 @@ func TestYuniKornGangPlaceholders(t *testing.T) {
 	// ownerReference the shim would set: only the scheduler's placeholders
 	// are recognised, so it is his Pod, and it may not join her
 	// application; claiming her identity is refused outright.
-	originator := placeholders[0].owner
+	t.Run("UserPlaceholderRefused", func(t *testing.T) { testUserPlaceholderRefused(t, ns, appID, placeholders[0]) })
+}
+
+// testUserPlaceholderRefused: bob's Pods flagged as placeholders of alice's
+// application, owned by her originator Pod ph.owner, are refused.
+func testUserPlaceholderRefused(t *testing.T, ns, appID string, ph seenPlaceholder) {
+	ctx := t.Context()
+	want := e2e.identity[alice]
+	originator := ph.owner
 	fake := func(name string, annotations map[string]string) *corev1.Pod {
 		p := ykPod(name, appID, annotations)
 		p.Annotations[annotationPlaceholder] = "true"
 		p.Annotations[annotationTaskGroupName] = gangTaskGroup
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: originator, UID: types.UID(placeholders[0].ownerUID)}}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: originator, UID: types.UID(ph.ownerUID)}}
 		return p
 	}
-	_, err = client(bob).CoreV1().Pods(ns).Create(ctx, fake("bob-placeholder", map[string]string{}), metav1.CreateOptions{})
+	_, err := client(bob).CoreV1().Pods(ns).Create(ctx, fake("bob-placeholder", map[string]string{}), metav1.CreateOptions{})
 	require.Error(t, err, "bob's fake placeholder joins alice's application")
 	var status apierrors.APIStatus
 	require.ErrorAs(t, err, &status)
