@@ -127,7 +127,7 @@ func originatorOf(ns string, cur *podMeta) placeholder {
 		return p
 	}
 	if v := meta.Get("annotations").Get(gjson.Escape(AnnotationKey)); v.Type == gjson.String {
-		p.value = v.String()
+		p.value = str(v)
 		return p
 	}
 	p.failed = p.source + " records no submitter"
