@@ -133,7 +133,7 @@ func TestYuniKornGangPlaceholders(t *testing.T) {
 			stages[a.Stage+" "+a.Decision]++
 		}
 	}
-	assert.Equal(t, map[string]int{"mutate allowed": gangMembers, "validate allowed": gangMembers}, stages,
+	assert.Equal(t, map[string]int{"mutate mutated": gangMembers, "validate allowed": gangMembers}, stages,
 		"the scheduler's placeholder CREATEs, admitted by the policy and by its validating twin")
 
 	// The Job's Pods run as alice, in her application, in her queue.
