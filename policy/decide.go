@@ -33,6 +33,10 @@ type decision struct {
 	kind     string
 	op       string
 	user     string
+	// placeholder: the scheduler's gang placeholder, carrying its
+	// originator's identity; the queue and ownership checks skip it
+	// (docs/BEHAVIOUR.md §3.7).
+	placeholder bool
 }
 
 // claim records value as the user.info value the request supplied.
@@ -148,7 +152,7 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	var d decision
 	if op == "CREATE" {
 		d, err = decideCreate(s, r, kind, id, cur)
-		if err == nil {
+		if err == nil && !d.placeholder {
 			d = checkQueue(d, r, s, kind, cur)
 			d = checkAppOwnership(d, r, s, kind, cur, nil)
 		}
@@ -178,6 +182,13 @@ func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMet
 	value, _, present, err := cur.annotation()
 	if err != nil {
 		return decision{}, err
+	}
+	ph, isPlaceholder, err := schedulerPlaceholder(s, r, kind, id, cur)
+	if err != nil {
+		return decision{}, err
+	}
+	if isPlaceholder {
+		return decidePlaceholder(s, r, kind, id, cur, ph, value, present)
 	}
 	if present {
 		d, err := decidePresent(s, r, kind, id, value)

@@ -23,10 +23,11 @@ const (
 	keyTrustPodTokens   = "trustPodTokens"
 	keyAppOwnership     = "applicationOwnership"
 	keyRecordedGroups   = "recordedGroups"
+	keySchedulerUsers   = "schedulerUsers"
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership, recordedGroups"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -73,6 +74,10 @@ type Settings struct {
 	// RecordedGroups shapes the groups written into the annotation
 	// (docs/BEHAVIOUR.md §3.6). nil: every group, as sent.
 	RecordedGroups *groupShaping
+	// SchedulerUsers are the YuniKorn scheduler's identities, whose gang
+	// placeholders carry their originator's identity (docs/BEHAVIOUR.md
+	// §3.6).
+	SchedulerUsers []*regexp.Regexp
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -93,6 +98,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	var errs settingsError
 	if !present(raw) {
 		s.SystemUsers = mustCompileAll(defaultSystemUsers)
+		s.SchedulerUsers = mustCompileAll(defaultSchedulerUsers)
 		return s, nil
 	}
 	if !isObject(raw) {
@@ -129,6 +135,10 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			if list, ok := parseList(&errs, key, v); ok {
 				s.SystemUsers = compileAll(&errs, &s.Warnings, key, list)
 			}
+		case keySchedulerUsers:
+			if list, ok := parseList(&errs, key, v); ok {
+				s.SchedulerUsers = compileAll(&errs, &s.Warnings, key, list)
+			}
 		case keyExternalUsers:
 			if list, ok := parseList(&errs, key, v); ok {
 				s.ExternalUsers = compileAll(&errs, &s.Warnings, key, list)
@@ -156,6 +166,9 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	}
 	if !seen[keySystemUsers] {
 		s.SystemUsers = mustCompileAll(defaultSystemUsers)
+	}
+	if !seen[keySchedulerUsers] {
+		s.SchedulerUsers = mustCompileAll(defaultSchedulerUsers)
 	}
 	return s, nil
 }

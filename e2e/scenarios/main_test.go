@@ -57,6 +57,7 @@ var users = []cluster.User{
 	{Name: reviewerUser},
 	{Name: queueReaderUser},
 	{Name: ownerReaderUser},
+	{Name: gangReaderUser},
 }
 
 // externalUsers replaces the shipped (empty) externalUsers setting.

@@ -113,7 +113,8 @@ func TestChart_trustRBAC(t *testing.T) {
 }
 
 // TestChart_queueCheck: queueCheck reads YuniKorn's ConfigMaps in its own
-// namespace and namespaces' annotations, and nothing else; under
+// namespace and namespaces' annotations, and with schedulerUsers the Pods
+// that placeholders name as originators, and nothing else; under
 // Kubewarden the policies list those kinds as their context.
 func TestChart_queueCheck(t *testing.T) {
 	t.Parallel()
@@ -135,10 +136,16 @@ func TestChart_queueCheck(t *testing.T) {
 		on.roles["yunikorn-userinfo-namespace-reader"].Rules)
 	assert.NotContains(t, on.roles, "yunikorn-userinfo-access-reviewer", "no SubjectAccessReviews without trustRBAC")
 
+	// The scheduler's placeholders: the originator Pods they name.
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: read}},
+		on.roles["yunikorn-userinfo-owner-reader"].Rules)
+	noPlaceholders := renderRBAC(t, "settings: {queueCheck: enforce, schedulerUsers: []}", webhookNamespace)
+	assert.NotContains(t, noPlaceholders.roles, "yunikorn-userinfo-owner-reader", "no placeholders to read for")
+
 	kw := renderRBAC(t, "mode: kubewarden\nsettings: {queueCheck: warn}", kubewardenNS)
 	require.Len(t, kw.policies, 2)
 	for _, p := range kw.policies {
-		assert.Equal(t, []policiesv1.ContextAwareResource{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"}},
+		assert.Equal(t, []policiesv1.ContextAwareResource{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"}, {APIVersion: "v1", Kind: "Pod"}},
 			p.Spec.ContextAwareResources, p.Name)
 	}
 	require.Len(t, kw.nsBinds, 1)

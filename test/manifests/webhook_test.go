@@ -440,7 +440,7 @@ func TestSettings_configMapEqualsPolicy(t *testing.T) {
 	// validate_settings' business.
 	known := map[string]string{
 		"bypassAuth": "bool", "trustControllers": "bool", "systemUsers": "list",
-		"externalUsers": "list", "externalGroups": "list", "userLabelKey": "string",
+		"externalUsers": "list", "externalGroups": "list", "userLabelKey": "string", "schedulerUsers": "list",
 	}
 	for key, value := range fromConfigMap {
 		switch known[key] {

@@ -114,7 +114,7 @@ empty dict when trustRBAC is off. */}}
 as JSON: "rules", the kinds the webhook must receive ({group, resource}),
 and "reads", the kinds the provenance proofs read ({group, version, kind,
 resource}): the owners of entries that name operators, and Pods with
-trustPodTokens or applicationOwnership. Presets come from files/workload-presets.json, generated
+trustPodTokens, applicationOwnership, or queueCheck with schedulerUsers. Presets come from files/workload-presets.json, generated
 from the policy's own table. */}}
 {{- define "yunikorn-userinfo.workloads" -}}
 {{- $presets := (.Files.Get "files/workload-presets.json" | fromJson).presets -}}
@@ -146,5 +146,10 @@ from the policy's own table. */}}
 {{- if .Values.settings.trustPodTokens }}{{ $reads = append $reads $pod }}{{ end -}}
 {{- $ao := .Values.settings.applicationOwnership -}}
 {{- if or (and (kindIs "string" $ao) (ne (toString $ao) "off")) (and (kindIs "map" $ao) (ne (default "off" (get (default (dict) $ao) "mode")) "off")) }}{{ $reads = append $reads $pod }}{{ end -}}
+{{- /* The queue check and a scheduler's placeholders (docs/BEHAVIOUR.md §3.7):
+the policy reads a placeholder's originator Pod, without which the check
+would refuse the placeholder. */ -}}
+{{- $su := ternary .Values.settings.schedulerUsers true (hasKey .Values.settings "schedulerUsers") -}}
+{{- if and $su (include "yunikorn-userinfo.queueCheckNamespace" .) }}{{ $reads = append $reads $pod }}{{ end -}}
 {{- toJson (dict "rules" $rules "reads" (uniq $reads)) -}}
 {{- end -}}

@@ -86,7 +86,18 @@ type Application struct {
 	RejectedMessage string   `json:"rejectedMessage"`
 	Allocations     []struct {
 		NodeID string `json:"nodeId"`
+		// PlaceholderUsed: the allocation replaced a gang placeholder.
+		PlaceholderUsed bool   `json:"placeholderUsed"`
+		TaskGroupName   string `json:"taskGroupName"`
 	} `json:"allocations"`
+	// PlaceholderData counts, per task group, the gang placeholders and
+	// how many of them real Pods replaced.
+	PlaceholderData []struct {
+		TaskGroupName string `json:"taskGroupName"`
+		Count         int64  `json:"count"`
+		Replaced      int64  `json:"replaced"`
+		TimedOut      int64  `json:"timedout"`
+	} `json:"placeholderData"`
 }
 
 // Application returns the application id in the default partition.
