@@ -109,8 +109,8 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 	if f.output == "json" {
 		out, err = res.JSON()
 	} else {
-		out, err = res.YAML(" Settings of the yunikorn-user-info policy, converted by `" + binaryName + " migrate` from\n" +
-			" the admission controller configuration in " + src.Describe() + ".")
+		out, err = res.YAML("Settings of the yunikorn-user-info policy, converted by `" + binaryName + " migrate` from\n" +
+			"the admission controller configuration in " + src.Describe() + ".")
 	}
 	if err != nil {
 		return fmt.Errorf("write the settings: %w", err)

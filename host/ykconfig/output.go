@@ -99,7 +99,9 @@ func mapping(obj []Setting) *yaml.Node {
 		case []string:
 			v = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 			if len(val) == 0 {
+				// The comment of the key is lost before a flow [].
 				v.Style = yaml.FlowStyle
+				v.LineComment, k.LineComment = k.LineComment, ""
 			}
 			for _, p := range val {
 				// Double-quoted: patterns are full of characters YAML
