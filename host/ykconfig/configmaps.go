@@ -176,6 +176,9 @@ func decodeConfigMap(v any) (*corev1.ConfigMap, error) {
 type entry struct {
 	value string
 	from  string
+	// over is the value of yunikorn-defaults that this one replaces, if
+	// any.
+	over *string
 }
 
 // flatten merges the ConfigMaps as the k8shim's FlattenConfigMaps does
@@ -190,12 +193,18 @@ func flatten(s Source) map[string]entry {
 		if cm == nil {
 			continue
 		}
+		set := func(key string, e entry) {
+			if prev, ok := out[key]; ok && prev.from != e.from && cm == s.Configs {
+				e.over = &prev.value
+			}
+			out[key] = e
+		}
 		for k, v := range cm.Data {
-			out[k] = entry{value: v, from: cm.Name}
+			set(k, entry{value: v, from: cm.Name})
 		}
 		for k, v := range cm.BinaryData {
 			key, value := decompress(k, v)
-			out[key] = entry{value: value, from: cm.Name + " (binaryData " + k + ")"}
+			set(key, entry{value: value, from: cm.Name + " (binaryData " + k + ")"})
 		}
 	}
 	return out

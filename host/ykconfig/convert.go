@@ -225,7 +225,10 @@ func (c *converter) list(key, setting, def string) ([]string, bool) {
 }
 
 func fromNote(e entry) string {
-	if e.from == ConfigMapName {
+	switch {
+	case e.over != nil:
+		return " (" + e.from + ", over " + DefaultsConfigMapName + "' " + strconv.Quote(*e.over) + ")"
+	case e.from == ConfigMapName:
 		return ""
 	}
 	return " (from " + e.from + ")"

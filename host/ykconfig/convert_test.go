@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -252,4 +253,21 @@ func TestSourceAdd_errors(t *testing.T) {
 		`g: ConfigMap yunikorn-defaults is in namespace "other", the other in "yunikorn": YuniKorn reads both from its own namespace`)
 	_, err := Convert(s, Options{QueueCheck: "strict"})
 	assert.EqualError(t, err, `queue check mode "strict": want one of enforce, warn, off`)
+}
+
+// TestConvert_overrideReported: a key of yunikorn-configs that replaces one
+// of yunikorn-defaults says so, and one that only yunikorn-defaults sets
+// says where it comes from.
+func TestConvert_overrideReported(t *testing.T) {
+	r, err := Convert(readSource(t, "layered.yaml"), Options{})
+	require.NoError(t, err)
+	texts := map[string]string{}
+	for _, n := range r.Notes {
+		if n.Status == Mapped {
+			texts[n.Key] = n.Text
+		}
+	}
+	assert.Equal(t, `"True" -> trustControllers: true (yunikorn-configs, over yunikorn-defaults' "false")`, texts[KeyTrustControllers])
+	assert.Equal(t, `"^airflow-scheduler$," -> externalUsers: ["^airflow-scheduler$"] (yunikorn-configs, over yunikorn-defaults' "^old-gateway$")`, texts[KeyExternalUsers])
+	assert.True(t, strings.HasSuffix(texts[KeySystemUsers], " (from yunikorn-defaults)"), texts[KeySystemUsers])
 }
