@@ -218,6 +218,7 @@ chart-render: ## Render the Helm chart (standalone and Kubewarden variants, defa
 e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1 (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold)
 	@start=$$(date +%s); \
 	cd e2e && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./internal/... && \
+	(cd yunikorn && CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 ./...) && \
 	CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 ./scenarios && \
 	echo "e2e: the YuniKorn scenarios again, every controller acting as system:kube-controller-manager" && \
 	CGO_ENABLED=0 E2E_SHARED_CONTROLLER_CREDENTIALS=1 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '^TestYuniKorn' ./scenarios; \

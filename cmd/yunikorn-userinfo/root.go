@@ -99,6 +99,7 @@ kwctl push writes.`,
 		newPushCommand(a),
 		newVersionCommand(a),
 		newScaffoldCommand(a),
+		newMigrateCommand(a),
 	)
 	return root
 }

@@ -242,16 +242,27 @@ func requireRefusedPrefix(t *testing.T, err error, webhook, message string) {
 // labelled label; both go when the test ends.
 func startWebhookWith(t *testing.T, name, label, extra, user string) *cluster.Webhook {
 	t.Helper()
-	ctx := t.Context()
 	settings, err := os.ReadFile(e2e.settingsFile)
 	require.NoError(t, err)
 	settingsFile := filepath.Join(e2e.cluster.Dir, "settings-"+name+".yaml")
 	require.NoError(t, os.WriteFile(settingsFile, append(settings, "\n"+extra+"\n"...), 0o600))
-	kubeconfig, err := e2e.cluster.WriteKubeconfig(user)
-	require.NoError(t, err)
+	return startWebhookFromFile(t, name, label, settingsFile, user)
+}
+
+// startWebhookFromFile is startWebhookWith for a settings file of the
+// test's own, used as it is; user "" gives the webhook no API credentials.
+func startWebhookFromFile(t *testing.T, name, label, settingsFile, user string) *cluster.Webhook {
+	t.Helper()
+	ctx := t.Context()
+	var extraArgs []string
+	if user != "" {
+		kubeconfig, err := e2e.cluster.WriteKubeconfig(user)
+		require.NoError(t, err)
+		extraArgs = []string{"--kubeconfig", kubeconfig}
+	}
 	wh, err := e2e.cluster.StartWebhook(ctx, cluster.WebhookOptions{
 		Name: "serve-" + name, Binary: e2e.serveBinary, SettingsFile: settingsFile,
-		ExtraArgs: []string{"--kubeconfig", kubeconfig},
+		ExtraArgs: extraArgs,
 	})
 	require.NoError(t, err, "start the %s webhook", name)
 	t.Cleanup(func() { assert.NoError(t, wh.Stop(), "stop the %s webhook", name) })

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
+
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/settings"
+)
+
+// The example ConfigMaps of the conversion's own tests.
+const ykExamples = "../../host/ykconfig/testdata"
+
+func runCLIWith(t *testing.T, cache wazero.CompilationCache, stdin string, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runWith(t.Context(), args, deps{stdin: strings.NewReader(stdin), stdout: &stdout, stderr: &stderr,
+		policy: embeddedPolicy, cache: cache})
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// TestMigrate_validSettings: for every example and every combination of
+// options, what migrate prints is accepted by the embedded policy's
+// validate_settings, asked here independently of migrate's own check, on
+// the document decoded as run -s and serve -s decode it.
+func TestMigrate_validSettings(t *testing.T) {
+	cache := compilationCache(t)
+	eng, err := engine.New(t.Context(), embeddedPolicy, engine.Options{MaxInstances: 1, CompilationCache: cache})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = eng.Close(t.Context()) })
+
+	examples, err := filepath.Glob(filepath.Join(ykExamples, "*"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(examples), 4)
+	optionSets := [][]string{
+		nil,
+		{"--explicit"},
+		{"--queue-check", "enforce", "--application-ownership", "warn"},
+		{"--explicit", "--queue-check", "off", "--application-ownership", "off", "-n", "yk"},
+	}
+	for _, ex := range examples {
+		for _, format := range []string{"yaml", "json"} {
+			for _, opts := range optionSets {
+				args := append([]string{"migrate", ex, "-o", format}, opts...)
+				t.Run(filepath.Base(ex)+" "+strings.Join(args[2:], " "), func(t *testing.T) {
+					res := runCLIWith(t, cache, "", args...)
+					require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+					assert.True(t, strings.HasPrefix(res.stderr, "migrate: "), "stderr: %s", res.stderr)
+					if format == "json" {
+						assert.True(t, json.Valid([]byte(res.stdout)), "%s", res.stdout)
+					}
+					s, err := settings.Decode("stdout", []byte(res.stdout))
+					require.NoError(t, err)
+					v, err := eng.ValidateSettings(t.Context(), s)
+					require.NoError(t, err)
+					assert.True(t, v.Valid, "refused: %s\n%s", v.Message, res.stdout)
+				})
+			}
+		}
+	}
+}
+
+// podRequest is a Pod CREATE by user with groups, carrying annotations.
+func podRequest(user string, groups []string, annotations map[string]string) string {
+	if groups == nil {
+		groups = []string{}
+	}
+	obj := map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "p", "namespace": "team-a", "annotations": annotations},
+		"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "busybox"}}},
+	}
+	req := map[string]any{
+		"uid": "u1", "kind": map[string]string{"group": "", "version": "v1", "kind": "Pod"},
+		"resource":  map[string]string{"group": "", "version": "v1", "resource": "pods"},
+		"namespace": "team-a", "operation": "CREATE",
+		"userInfo": map[string]any{"username": user, "groups": groups},
+		"object":   obj,
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+type runResponse struct {
+	Allowed bool   `json:"allowed"`
+	Patch   string `json:"patch"`
+	Status  *struct {
+		Message string `json:"message"`
+		Code    int    `json:"code"`
+	} `json:"status"`
+}
+
+// TestMigrate_behaviour: the migrated settings, given to run -s, let the
+// front-ends and groups that YuniKorn's configuration allows supply the
+// annotation, refuse everyone else's, and record a submitter without one.
+func TestMigrate_behaviour(t *testing.T) {
+	cache := compilationCache(t)
+	dir := t.TempDir()
+	migrated := func(t *testing.T, example string) string {
+		res := runCLIWith(t, cache, "", "migrate", filepath.Join(ykExamples, example))
+		require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+		path := filepath.Join(dir, example+".settings.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(res.stdout), 0o600))
+		return path
+	}
+	evaluate := func(t *testing.T, settingsPath, request string) runResponse {
+		res := runCLIWith(t, cache, request, "run", "-s", settingsPath, "-r", "-")
+		require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+		var r runResponse
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &r), "%s", res.stdout)
+		return r
+	}
+	carol := map[string]string{"yunikorn.apache.org/user.info": `{"user":"carol","groups":["analysts"]}`}
+
+	frontends := migrated(t, "frontends.yaml")
+	t.Run("allowed front-end supplies", func(t *testing.T) {
+		r := evaluate(t, frontends, podRequest("jupyterhub", []string{"system:authenticated"}, carol))
+		assert.True(t, r.Allowed)
+		assert.Empty(t, r.Patch, "the supplied value is kept")
+	})
+	t.Run("allowed group supplies", func(t *testing.T) {
+		r := evaluate(t, frontends, podRequest("pat", []string{"platform-admins"}, carol))
+		assert.True(t, r.Allowed)
+	})
+	t.Run("others may not", func(t *testing.T) {
+		r := evaluate(t, frontends, podRequest("livy-impostor", []string{"dev"}, carol))
+		assert.False(t, r.Allowed)
+		require.NotNil(t, r.Status)
+		assert.Equal(t, 403, r.Status.Code)
+		assert.Equal(t, "user livy-impostor with groups [dev] is not allowed to set user annotation", r.Status.Message)
+	})
+	t.Run("submitter recorded", func(t *testing.T) {
+		r := evaluate(t, frontends, podRequest("alice", []string{"dev"}, nil))
+		assert.True(t, r.Allowed)
+		patch, err := base64.StdEncoding.DecodeString(r.Patch)
+		require.NoError(t, err)
+		assert.Contains(t, string(patch), `"{\"user\":\"alice\",\"groups\":[\"dev\"]}"`)
+	})
+	// YuniKorn splits "^svc-[a-z]{2,8}$" at the comma: "svc-ab" matches
+	// neither piece there, so it may not supply the annotation here either,
+	// while a name containing "8}" matches the second piece in both.
+	mistakes := migrated(t, "mistakes.json")
+	t.Run("split as YuniKorn splits", func(t *testing.T) {
+		assert.False(t, evaluate(t, mistakes, podRequest("svc-ab", nil, carol)).Allowed)
+		assert.True(t, evaluate(t, mistakes, podRequest("x8}", nil, carol)).Allowed)
+		assert.True(t, evaluate(t, mistakes, podRequest("bo", []string{"data-eng"}, carol)).Allowed)
+	})
+	open := migrated(t, "open.yaml")
+	t.Run("bypassAuth", func(t *testing.T) {
+		assert.True(t, evaluate(t, open, podRequest("anyone", nil, carol)).Allowed)
+	})
+}
+
+func TestMigrate_errors(t *testing.T) {
+	cache := compilationCache(t)
+	example := filepath.Join(ykExamples, "frontends.yaml")
+	other := writeFile(t, "other.yaml", "kind: ConfigMap\nmetadata: {name: scheduler-config}\ndata: {}\n")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"nothing", []string{"migrate"}, "nothing to read: give the ConfigMap FILE(s), or --kubeconfig"},
+		{"both", []string{"migrate", example, "--kubeconfig", "k"}, "give FILEs or --kubeconfig, not both"},
+		{"format", []string{"migrate", example, "-o", "toml"}, `invalid --output "toml": want yaml or json`},
+		{"mode", []string{"migrate", example, "--application-ownership", "on"}, `convert: application ownership mode "on": want one of enforce, warn, off`},
+		{"same twice", []string{"migrate", example, example}, example + ": ConfigMap yunikorn-configs given twice"},
+		{"other ConfigMap", []string{"migrate", other}, other + `: ConfigMap "scheduler-config" is neither yunikorn-configs nor yunikorn-defaults, the two YuniKorn reads`},
+		{"missing file", []string{"migrate", "testdata/none.yaml"}, "read ConfigMaps: open testdata/none.yaml: no such file or directory"},
+		{"kubeconfig", []string{"migrate", "--kubeconfig", "testdata/none.kubeconfig"}, "read --kubeconfig testdata/none.kubeconfig: ..."},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runCLIWith(t, cache, "", tc.args...)
+			assert.Equal(t, 1, res.code)
+			assert.Empty(t, res.stdout)
+			if prefix, ok := strings.CutSuffix(tc.want, "..."); ok {
+				assert.True(t, strings.HasPrefix(res.stderr, "Error: "+prefix), "stderr: %s", res.stderr)
+				return
+			}
+			assert.Equal(t, "Error: "+tc.want+"\n", res.stderr)
+		})
+	}
+}
+
+// TestMigrate_kubeconfig reads the ConfigMaps from an API server (a fake
+// one answering the two GETs): yunikorn-defaults absent, yunikorn-configs
+// present in the namespace given, through the context given.
+func TestMigrate_kubeconfig(t *testing.T) {
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.URL.Path)
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api/v1/namespaces/yk/configmaps/yunikorn-configs":
+			fmt.Fprint(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"yunikorn-configs","namespace":"yk"},`+
+				`"data":{"admissionController.accessControl.externalUsers":"^livy$,","service.policyGroup":"batch"}}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	defer srv.Close()
+	kubeconfig := writeFile(t, "kubeconfig", `apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster: {server: "`+srv.URL+`"}
+- name: wrong
+  cluster: {server: "http://127.0.0.1:1"}
+users:
+- name: u
+  user: {token: t}
+contexts:
+- name: fake
+  context: {cluster: fake, user: u}
+- name: wrong
+  context: {cluster: wrong, user: u}
+current-context: wrong
+`)
+	res := runCLIWith(t, compilationCache(t), "", "migrate", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "yk",
+		"-o", "json", "--queue-check", "warn")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Equal(t, []string{"/api/v1/namespaces/yk/configmaps/yunikorn-defaults", "/api/v1/namespaces/yk/configmaps/yunikorn-configs"}, paths)
+	assert.JSONEq(t, `{"externalUsers":["^livy$"],"queueCheck":{"mode":"warn","namespace":"yk","policyGroup":"batch"}}`, res.stdout)
+	assert.Contains(t, res.stderr, "migrate: yk/yunikorn-configs\n")
+
+	res = runCLIWith(t, compilationCache(t), "", "migrate", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "elsewhere")
+	assert.Equal(t, 1, res.code)
+	assert.Equal(t, "Error: no ConfigMap yunikorn-configs or yunikorn-defaults in namespace \"elsewhere\": is YuniKorn installed there? (--namespace)\n", res.stderr)
+}

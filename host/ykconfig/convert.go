@@ -1,0 +1,428 @@
+package ykconfig
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// YuniKorn's keys (k8shim v1.9 pkg/admission/conf/am_conf.go and
+// pkg/conf/schedulerconf.go).
+const (
+	KeyBypassAuth          = "admissionController.accessControl.bypassAuth"
+	KeyTrustControllers    = "admissionController.accessControl.trustControllers"
+	KeySystemUsers         = "admissionController.accessControl.systemUsers"
+	KeyExternalUsers       = "admissionController.accessControl.externalUsers"
+	KeyExternalGroups      = "admissionController.accessControl.externalGroups"
+	KeyProcessNamespaces   = "admissionController.filtering.processNamespaces"
+	KeyBypassNamespaces    = "admissionController.filtering.bypassNamespaces"
+	KeyLabelNamespaces     = "admissionController.filtering.labelNamespaces"
+	KeyNoLabelNamespaces   = "admissionController.filtering.noLabelNamespaces"
+	KeyGenerateUniqueAppID = "admissionController.filtering.generateUniqueAppId"
+	KeyAMServiceName       = "admissionController.webHook.amServiceName"
+	KeySchedulerAddress    = "admissionController.webHook.schedulerServiceAddress"
+	KeyPolicyGroup         = "service.policyGroup"
+	KeyHotRefresh          = "service.enableConfigHotRefresh"
+)
+
+// YuniKorn 1.9's defaults of the keys that are mapped.
+const (
+	ykDefaultSystemUsers = "^system:serviceaccount:kube-system:"
+	ykDefaultPolicyGroup = "queues"
+)
+
+// policyDefaultSystemUsers is the policy's own default (docs/BEHAVIOUR.md §3).
+var policyDefaultSystemUsers = []string{"^system:serviceaccount:kube-system:", "^system:kube-controller-manager$"}
+
+// Status says what became of a key.
+type Status string
+
+// The statuses of a Note.
+const (
+	// Mapped: the key became a setting that behaves as YuniKorn does.
+	Mapped Status = "mapped"
+	// Differs: mapped, or left to a default, but the policy behaves
+	// differently from YuniKorn here.
+	Differs Status = "differs"
+	// Invalid: YuniKorn cannot use the value and runs with its default,
+	// which is what the output carries.
+	Invalid Status = "invalid"
+	// NotMapped: the policy has nothing that does what the key does.
+	NotMapped Status = "not mapped"
+	// Ignored: YuniKorn's admission controller does not read the key.
+	Ignored Status = "ignored"
+)
+
+// Note is one line of the report.
+type Note struct {
+	Key    string
+	Status Status
+	Text   string
+}
+
+// Setting is one policy setting of the output. Value is a bool, a string,
+// a []string or, for an object, a []Setting.
+type Setting struct {
+	Key   string
+	Value any
+	// From is the YuniKorn key, or what else, the value comes from.
+	From string
+}
+
+// Modes of queueCheck and applicationOwnership.
+var modes = []string{"enforce", "warn", "off"}
+
+// Options choose what Convert adds beyond the access control keys.
+type Options struct {
+	// QueueCheck, when set to a mode, adds queueCheck with that mode, the
+	// ConfigMaps' namespace and service.policyGroup. Default: none.
+	QueueCheck string
+	// ApplicationOwnership, when set to a mode, adds applicationOwnership
+	// with that mode and admissionController.filtering.generateUniqueAppId.
+	// Default: none.
+	ApplicationOwnership string
+	// Namespace is YuniKorn's namespace for queueCheck.namespace when the
+	// ConfigMaps do not say. Default: theirs, else the policy's default.
+	Namespace string
+	// Explicit writes every access control setting, with YuniKorn's
+	// default where the ConfigMaps do not set it, so that the output also
+	// behaves as YuniKorn does where the two defaults differ. Default:
+	// only the keys that are set.
+	Explicit bool
+}
+
+// Result is a conversion: the settings in the policy's order, and the
+// report in YuniKorn's order of keys.
+type Result struct {
+	Settings []Setting
+	Notes    []Note
+}
+
+// Convert maps YuniKorn's admission controller configuration to policy
+// settings.
+func Convert(src Source, opts Options) (*Result, error) {
+	for _, m := range []struct{ flag, mode string }{{"queue check", opts.QueueCheck}, {"application ownership", opts.ApplicationOwnership}} {
+		if m.mode != "" && !contains(modes, m.mode) {
+			return nil, fmt.Errorf("%s mode %q: want one of %s", m.flag, m.mode, strings.Join(modes, ", "))
+		}
+	}
+	c := &converter{keys: flatten(src), used: map[string]bool{}, opts: opts}
+	c.accessControl()
+	c.queueCheck(src)
+	c.appOwnership()
+	c.notMapped()
+	c.rest()
+	return &c.res, nil
+}
+
+type converter struct {
+	keys map[string]entry
+	used map[string]bool
+	opts Options
+	res  Result
+}
+
+func (c *converter) note(key string, s Status, format string, args ...any) {
+	c.res.Notes = append(c.res.Notes, Note{Key: key, Status: s, Text: fmt.Sprintf(format, args...)})
+}
+
+func (c *converter) set(key string, v any, from string) {
+	c.res.Settings = append(c.res.Settings, Setting{Key: key, Value: v, From: from})
+}
+
+// lookup returns a key's value, marking it reported.
+func (c *converter) lookup(key string) (entry, bool) {
+	c.used[key] = true
+	e, ok := c.keys[key]
+	return e, ok
+}
+
+func (c *converter) accessControl() {
+	if v, ok := c.boolean(KeyBypassAuth, "bypassAuth", false); ok {
+		if v {
+			c.note(KeyBypassAuth, Differs, "YuniKorn 1.9 with bypassAuth neither checks nor writes user.info on CREATE: "+
+				"nothing records who submitted. This policy with bypassAuth accepts any supplied value but still records the "+
+				"submitter where there is none (unless the legacy user label is set). Drop bypassAuth from the output to "+
+				"record every submitter and refuse forged values, which is what this product is for")
+		}
+	}
+	c.boolean(KeyTrustControllers, "trustControllers", true)
+
+	if _, ok := c.list(KeySystemUsers, "systemUsers", ykDefaultSystemUsers); !ok {
+		c.note(KeySystemUsers, Differs, "not set: YuniKorn 1.9 trusts %s; this policy's default adds %s, the identity of every "+
+			"controller when kube-controller-manager runs without --use-service-account-credentials, whose Pods from "+
+			"annotated templates YuniKorn refuses. Pass --explicit to write YuniKorn's default instead",
+			ykDefaultSystemUsers, policyDefaultSystemUsers[1])
+	}
+	for _, k := range []struct{ key, setting string }{{KeyExternalUsers, "externalUsers"}, {KeyExternalGroups, "externalGroups"}} {
+		if patterns, ok := c.list(k.key, k.setting, ""); ok && len(patterns) > 0 {
+			c.note(k.key, Differs, "a value these submitters supply must be a JSON object with a non-empty string user and "+
+				"optionally groups, nothing else (docs/BEHAVIOUR.md §4.1); YuniKorn 1.9 accepts any JSON its user and groups "+
+				"structure decodes, even {} or null")
+		}
+	}
+}
+
+// boolean maps a YuniKorn boolean key. It reports whether the key was set
+// (an invalid value counts: YuniKorn then runs with the default, which is
+// written out).
+func (c *converter) boolean(key, setting string, def bool) (bool, bool) {
+	e, ok := c.lookup(key)
+	if !ok {
+		if c.opts.Explicit {
+			c.set(setting, def, "YuniKorn's default")
+		}
+		return def, false
+	}
+	v, err := strconv.ParseBool(e.value)
+	if err != nil {
+		c.set(setting, def, key)
+		c.note(key, Invalid, "%q is not a boolean to YuniKorn 1.9 (strconv.ParseBool: 1, t, T, TRUE, true, True, 0, f, F, "+
+			"FALSE, false, False): it logs an error and runs with its default %t, which the output carries as %s: %t",
+			e.value, def, setting, def)
+		return def, true
+	}
+	c.set(setting, v, key)
+	c.note(key, Mapped, "%q -> %s: %t%s", e.value, setting, v, fromNote(e))
+	return v, true
+}
+
+// list maps a YuniKorn pattern list. It returns the patterns in force and
+// whether the key was set.
+func (c *converter) list(key, setting, def string) ([]string, bool) {
+	e, ok := c.lookup(key)
+	if !ok {
+		if c.opts.Explicit {
+			d, _ := splitLikeYuniKorn(def)
+			c.set(setting, d.patterns, "YuniKorn's default")
+		}
+		return nil, false
+	}
+	p, err := splitLikeYuniKorn(e.value)
+	if err != nil {
+		d, _ := splitLikeYuniKorn(def)
+		c.set(setting, d.patterns, key)
+		c.note(key, Invalid, "YuniKorn 1.9 cannot compile %s: it logs an error and runs with its default %s, which the output "+
+			"carries as %s. Fix the value: this policy refuses a pattern that does not compile", err, quoteList(d.patterns), setting)
+		return d.patterns, true
+	}
+	c.set(setting, p.patterns, key)
+	c.note(key, Mapped, "%q -> %s: %s%s", e.value, setting, quoteList(p.patterns), fromNote(e))
+	if p.empty > 0 {
+		c.note(key, Differs, "YuniKorn skips %d empty piece(s) (a stray or trailing comma); the output leaves them out, "+
+			"since this policy refuses an empty pattern (it would match every name)", p.empty)
+	}
+	for _, piece := range p.patterns {
+		if !balanced(piece) {
+			c.note(key, Differs, "piece %q does not close its brackets: YuniKorn splits at every comma, also one inside "+
+				"{m,n}, [...] or (...), and runs with the pieces as separate patterns, which the output keeps. If one pattern "+
+				"was meant, write it as one entry of the list", piece)
+		}
+	}
+	return p.patterns, true
+}
+
+func fromNote(e entry) string {
+	switch {
+	case e.over != nil:
+		return " (" + e.from + ", over " + DefaultsConfigMapName + "' " + strconv.Quote(*e.over) + ")"
+	case e.from == ConfigMapName:
+		return ""
+	}
+	return " (from " + e.from + ")"
+}
+
+type pieces struct {
+	patterns []string
+	empty    int
+}
+
+// splitLikeYuniKorn parses a pattern list as the k8shim's parseRegexes:
+// split at every comma, trim, skip empty pieces, compile each.
+func splitLikeYuniKorn(value string) (pieces, error) {
+	p := pieces{patterns: []string{}}
+	for _, piece := range strings.Split(value, ",") {
+		piece = strings.TrimSpace(piece)
+		if piece == "" {
+			if strings.TrimSpace(value) != "" {
+				p.empty++
+			}
+			continue
+		}
+		if _, err := regexp.Compile(piece); err != nil {
+			return pieces{}, fmt.Errorf("piece %q (%v)", piece, err)
+		}
+		p.patterns = append(p.patterns, piece)
+	}
+	return p, nil
+}
+
+// balanced reports whether a pattern closes the brackets, braces and
+// parentheses it opens, ignoring escaped characters.
+func balanced(p string) bool {
+	depth := map[byte]int{}
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '[', '{', '(':
+			depth[p[i]]++
+		case ']':
+			depth['[']--
+		case '}':
+			depth['{']--
+		case ')':
+			depth['(']--
+		}
+	}
+	return depth['['] == 0 && depth['{'] == 0 && depth['('] == 0
+}
+
+func quoteList(ps []string) string {
+	q := make([]string, len(ps))
+	for i, p := range ps {
+		q[i] = strconv.Quote(p)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func (c *converter) queueCheck(src Source) {
+	e, hasGroup := c.lookup(KeyPolicyGroup)
+	if c.opts.QueueCheck == "" {
+		if hasGroup {
+			c.note(KeyPolicyGroup, NotMapped, "%q: the policy reads it only for queueCheck (--queue-check)", e.value)
+		}
+		return
+	}
+	obj := []Setting{{Key: "mode", Value: c.opts.QueueCheck, From: "--queue-check"}}
+	ns, from := src.Namespace(), "the ConfigMaps' namespace"
+	if ns == "" {
+		ns, from = c.opts.Namespace, "--namespace"
+	}
+	if ns != "" {
+		obj = append(obj, Setting{Key: "namespace", Value: ns, From: from})
+		c.note("namespace", Mapped, "%q (%s) -> queueCheck.namespace", ns, from)
+	} else {
+		c.note("namespace", Differs, "the ConfigMaps name no namespace: queueCheck reads YuniKorn's ConfigMaps from its default, yunikorn")
+	}
+	if hasGroup {
+		if strings.TrimSpace(e.value) == "" {
+			// The shim takes "" as the group: the key ".yaml".
+			c.note(KeyPolicyGroup, Invalid, "empty: YuniKorn reads the queue configuration from the key \".yaml\"; this policy "+
+				"refuses an empty policyGroup and reads %s.yaml", ykDefaultPolicyGroup)
+		} else {
+			obj = append(obj, Setting{Key: "policyGroup", Value: e.value, From: KeyPolicyGroup})
+			c.note(KeyPolicyGroup, Mapped, "%q -> queueCheck.policyGroup%s", e.value, fromNote(e))
+		}
+	}
+	c.set("queueCheck", obj, "--queue-check")
+}
+
+func (c *converter) appOwnership() {
+	e, ok := c.lookup(KeyGenerateUniqueAppID)
+	unique := false
+	if ok {
+		v, err := strconv.ParseBool(e.value)
+		if err != nil {
+			c.note(KeyGenerateUniqueAppID, Invalid, "%q is not a boolean to YuniKorn 1.9: it logs an error and runs with false", e.value)
+		} else {
+			unique = v
+		}
+	}
+	if c.opts.ApplicationOwnership == "" {
+		if ok {
+			c.note(KeyGenerateUniqueAppID, NotMapped, "%q: YuniKorn's admission controller generates the application IDs of "+
+				"Pods without one, this policy generates none (keep YuniKorn's admission controller for it); "+
+				"applicationOwnership.generateUniqueAppIds mirrors it (--application-ownership)", e.value)
+		}
+		return
+	}
+	if ok {
+		c.note(KeyGenerateUniqueAppID, Mapped, "%q -> applicationOwnership.generateUniqueAppIds: %t; YuniKorn's admission "+
+			"controller still generates the IDs (keep it for that)", e.value, unique)
+	}
+	c.set("applicationOwnership", []Setting{
+		{Key: "mode", Value: c.opts.ApplicationOwnership, From: "--application-ownership"},
+		{Key: "generateUniqueAppIds", Value: unique, From: KeyGenerateUniqueAppID},
+	}, "--application-ownership")
+}
+
+// Why the policy has nothing for the other keys of YuniKorn's admission
+// controller, and what to do instead.
+const (
+	whySchedulerName = "YuniKorn's admission controller sets spec.schedulerName: yunikorn on the Pods of the namespaces it " +
+		"processes; this policy never changes the scheduler name: keep YuniKorn's admission controller for it, with " +
+		"bypassAuth \"true\" (README, \"Migrating from YuniKorn's admission controller\"), or set schedulerName in the " +
+		"workloads. Which namespaces this webhook covers is its MutatingWebhookConfiguration's namespaceSelector. YuniKorn " +
+		"records user.info on Deployments, Jobs and the other workload kinds only in the namespaces it processes and labels " +
+		"(or when they carry an application ID label), this policy on every guarded kind its webhook sees"
+	whyLabels = "YuniKorn's admission controller labels the Pods of these namespaces with an application ID and queue, and " +
+		"marks the others with yunikorn.apache.org/ignore-application; this policy writes no labels: keep YuniKorn's " +
+		"admission controller for it, with bypassAuth \"true\""
+	whyWebHook = "the Service of YuniKorn's admission controller and the scheduler address its validation of " +
+		"yunikorn-configs calls; this webhook's Service and registration come from its chart or deploy/webhook, and it " +
+		"does not validate yunikorn-configs (keep YuniKorn's admission controller for that)"
+)
+
+func (c *converter) notMapped() {
+	for _, k := range []struct{ key, why string }{
+		{KeyProcessNamespaces, whySchedulerName},
+		{KeyBypassNamespaces, whySchedulerName},
+		{KeyLabelNamespaces, whyLabels},
+		{KeyNoLabelNamespaces, whyLabels},
+		{KeyAMServiceName, whyWebHook},
+		{KeySchedulerAddress, whyWebHook},
+	} {
+		if e, ok := c.lookup(k.key); ok {
+			c.note(k.key, NotMapped, "%q: %s", e.value, k.why)
+		}
+	}
+	if e, ok := c.lookup(KeyHotRefresh); ok {
+		if v, err := strconv.ParseBool(e.value); err == nil && !v {
+			c.note(KeyHotRefresh, Differs, "%q: YuniKorn's admission controller keeps the configuration it started with; serve "+
+				"reloads its settings file whenever it changes (once validate_settings accepts it)", e.value)
+		} else {
+			c.note(KeyHotRefresh, NotMapped, "%q: serve reloads its settings file whenever it changes (once validate_settings "+
+				"accepts it)", e.value)
+		}
+	}
+}
+
+// rest reports the keys no step above looked at: YuniKorn's logging,
+// unknown admissionController keys, and, in one line, the scheduler's.
+func (c *converter) rest() {
+	var others []string
+	var keys []string
+	for k := range c.keys {
+		if !c.used[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch {
+		case strings.HasPrefix(k, "admissionController."):
+			c.note(k, Ignored, "%q: YuniKorn 1.9's admission controller has no such key (keys are case-sensitive): "+
+				"it ignores it too. A typo?", c.keys[k].value)
+		case strings.HasPrefix(k, "log."):
+			c.note(k, NotMapped, "%q: YuniKorn's logging; serve has --log-level and --log-format", c.keys[k].value)
+		default:
+			others = append(others, k)
+		}
+	}
+	if len(others) > 0 {
+		c.note("("+strconv.Itoa(len(others))+" other keys)", Ignored, "the scheduler's, not the admission controller's: %s",
+			strings.Join(others, ", "))
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
