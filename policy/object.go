@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -46,34 +48,63 @@ func metadataPath(k kindRef) (path []string, guarded bool) {
 
 // podMeta is the metadata object that carries the annotation, as found in
 // one version of the object (request.object or request.oldObject).
+//
+// It holds where the objects on its path are, as offsets into the object's
+// text, rather than gjson values: a workload can have ten thousand
+// templates, and every gjson value is a pointer into the middle of the
+// payload. TinyGo's collector finds the start of the allocation such a
+// pointer points into by walking back from it block by block, so each
+// collection cost the number of templates times the payload's size: the
+// cost of an evaluation grew with the square of the request (RATIONALE.md).
+// Offsets are plain integers, which the precise collector does not follow.
 type podMeta struct {
-	raw   string         // the whole object, as received
-	field string         // JSON path of the object, for messages
-	path  []string       // path from the object to the metadata
-	found []gjson.Result // found[i] is the object at path[:i] (found[0] is the root); len(found)-1 levels exist
-	// foundBuf holds found for the kinds' paths, up to five levels deep.
-	foundBuf [6]gjson.Result
-	meta     gjson.Result // the metadata object, if every level exists
+	src   *string  // the whole object, as received, shared by its templates
+	field string   // JSON path of the object, for messages
+	path  []string // path from the object to the metadata
+	// found[i] is where the object at path[:i] is (found[0] is the root);
+	// len(found)-1 levels exist. foundBuf holds found for the kinds'
+	// paths, up to five levels deep.
+	found    []span
+	foundBuf [6]span
+	meta     span // the metadata object, if every level exists
 	// annotations is the annotations map, once annotation() has found it.
-	annotations gjson.Result
+	annotations span
+	// metaPath is metaField, once spelled out.
+	metaPath string
+}
+
+// span is where an object of a podMeta's text is: text[at:end], at offset
+// at in the text the gjson values were read from. end is 0 when there is
+// none.
+type span struct{ at, end int32 }
+
+func spanOf(v gjson.Result) span { return span{int32(v.Index), int32(v.Index + len(v.Raw))} }
+
+// object is the object at sp as a gjson value, as reading it gave it; it
+// does not exist when sp is empty.
+func (pm *podMeta) object(sp span) gjson.Result {
+	if sp.end == 0 {
+		return gjson.Result{}
+	}
+	return gjson.Result{Type: gjson.JSON, Raw: (*pm.src)[sp.at:sp.end], Index: int(sp.at)}
 }
 
 // locate walks raw along path. Levels that are absent or null are fine (a
 // partial object); a level of the wrong type or a duplicated key is not.
 func locate(raw string, field string, path []string) (*podMeta, error) {
 	raw = trimSpace(raw) // gjson's top-level Raw runs to the end of its input
-	return locateAt(raw, gjson.Parse(raw), field, path)
+	return locateAt(&raw, gjson.Parse(raw), field, path)
 }
 
-// locateAt is locate from start, an object inside raw (found by walking
-// raw, so its offsets are raw's) whose JSON path is field.
-func locateAt(raw string, start gjson.Result, field string, path []string) (*podMeta, error) {
+// locateAt is locate from start, an object inside *src (found by walking
+// it, so its offsets are those of *src) whose JSON path is field.
+func locateAt(src *string, start gjson.Result, field string, path []string) (*podMeta, error) {
 	if !isObject(start) {
 		return nil, malformed(field, "must be an object, got "+typeName(start))
 	}
 	pm := newPodMeta()
-	pm.raw, pm.field, pm.path = raw, field, path
-	pm.found = append(pm.foundBuf[:0], start)
+	pm.src, pm.field, pm.path = src, field, path
+	pm.found = append(pm.foundBuf[:0], spanOf(start))
 	cur := start
 	for i, key := range path {
 		// The field's path is only spelled out for a message: building it
@@ -88,10 +119,10 @@ func locateAt(raw string, start gjson.Result, field string, path []string) (*pod
 		if !isObject(next) {
 			return nil, malformed(pathField(field, path[:i+1]), "must be an object, got "+typeName(next))
 		}
-		pm.found = append(pm.found, next)
+		pm.found = append(pm.found, spanOf(next))
 		cur = next
 	}
-	pm.meta = cur
+	pm.meta = spanOf(cur)
 	return pm, nil
 }
 
@@ -103,16 +134,23 @@ func pathField(field string, path []string) string {
 	return field
 }
 
-func (pm *podMeta) metaField() string { return pathField(pm.field, pm.path) }
+// metaField is the JSON path of the metadata, spelled out once.
+func (pm *podMeta) metaField() string {
+	if pm.metaPath == "" {
+		pm.metaPath = pathField(pm.field, pm.path)
+	}
+	return pm.metaPath
+}
 
 // stringMapEntry reads key from the string map mapName (annotations or
 // labels) of the metadata. ok is false when the map or the key is absent.
 func (pm *podMeta) stringMapEntry(mapName, key string) (value gjson.Result, ok bool, err error) {
-	if !pm.meta.Exists() {
+	meta := pm.object(pm.meta)
+	if !meta.Exists() {
 		return gjson.Result{}, false, nil
 	}
 	// Field paths are spelled out only for a message.
-	m, err := member(pm.meta, "", mapName)
+	m, err := member(meta, "", mapName)
 	if err != nil {
 		return gjson.Result{}, false, malformed(join(pm.metaField(), mapName), "duplicate key")
 	}
@@ -123,7 +161,7 @@ func (pm *podMeta) stringMapEntry(mapName, key string) (value gjson.Result, ok b
 		return gjson.Result{}, false, malformed(join(pm.metaField(), mapName), "must be an object, got "+typeName(m))
 	}
 	if mapName == "annotations" {
-		pm.annotations = m
+		pm.annotations = spanOf(m)
 	}
 	v, err := member(m, "", key)
 	if err != nil {
@@ -158,9 +196,10 @@ type splice struct {
 // (or null ones) are created as nested objects.
 func (pm *podMeta) appendWithAnnotation(out, valueToken []byte) []byte {
 	sp := pm.splice(valueToken)
-	out = append(out, pm.raw[:sp.start]...)
+	raw := *pm.src
+	out = append(out, raw[:sp.start]...)
 	out = append(out, sp.text...)
-	return append(out, pm.raw[sp.end:]...)
+	return append(out, raw[sp.end:]...)
 }
 
 // splice is the change that sets the annotation to valueToken.
@@ -168,9 +207,9 @@ func (pm *podMeta) splice(valueToken []byte) splice {
 	// The deepest existing object, and the levels still to create below it.
 	levels := append(append([]string(nil), pm.path...), "annotations", AnnotationKey)
 	depth := len(pm.found) - 1 // pm.path[:depth] exist
-	parent := pm.found[depth]
-	if depth == len(pm.path) && isObject(pm.annotations) {
-		parent = pm.annotations
+	parent := pm.object(pm.found[depth])
+	if annotations := pm.object(pm.annotations); depth == len(pm.path) && isObject(annotations) {
+		parent = annotations
 		depth++
 	}
 	missing := levels[depth:]
@@ -217,17 +256,15 @@ func appendMutated(out []byte, edits []edit) []byte {
 	if len(edits) == 1 {
 		return edits[0].meta.appendWithAnnotation(out, edits[0].token)
 	}
-	raw := edits[0].meta.raw
+	raw := *edits[0].meta.src
 	splices := make([]splice, len(edits))
 	for i, e := range edits {
 		splices[i] = e.meta.splice(e.token)
 	}
-	// Insertion sort: a handful of templates, and no reflection in TinyGo.
-	for i := 1; i < len(splices); i++ {
-		for j := i; j > 0 && splices[j].start < splices[j-1].start; j-- {
-			splices[j], splices[j-1] = splices[j-1], splices[j]
-		}
-	}
+	// In document order. The edits come path by path, and two paths'
+	// templates may interleave (an insertion sort was quadratic there);
+	// slices.SortFunc needs no reflection.
+	slices.SortFunc(splices, func(a, b splice) int { return a.start - b.start })
 	pos := 0
 	for _, sp := range splices {
 		out = append(out, raw[pos:sp.start]...)

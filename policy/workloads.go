@@ -167,15 +167,15 @@ func parseAnnotationPath(text string) (annotationPath, string) {
 	return ap, ""
 }
 
-// locate finds the templates of obj (raw, with JSON path field) that ap
-// names, appending them to out: one per element or member a wildcard
-// matches. A template whose holder is absent or null is not there; a level
-// of the wrong type is malformed.
-func (ap *annotationPath) locate(raw string, obj gjson.Result, field string, out []*podMeta) ([]*podMeta, error) {
+// locate finds the templates of obj (the text *src, with JSON path field)
+// that ap names, appending them to out: one per element or member a
+// wildcard matches. A template whose holder is absent or null is not
+// there; a level of the wrong type is malformed.
+func (ap *annotationPath) locate(src *string, obj gjson.Result, field string, out []*podMeta) ([]*podMeta, error) {
 	var walk func(cur gjson.Result, curField string, i int) error
 	walk = func(cur gjson.Result, curField string, i int) error {
 		if i == len(ap.wild) {
-			pm, err := locateAt(raw, cur, curField, ap.keys)
+			pm, err := locateAt(src, cur, curField, ap.keys)
 			if err != nil || len(pm.found)-1 < ap.must {
 				return err
 			}
@@ -199,15 +199,14 @@ func (ap *annotationPath) locate(raw string, obj gjson.Result, field string, out
 		}
 		var err error
 		n := 0
-		seen := map[string]bool{}
+		var seen keySet
 		cur.ForEach(func(k, v gjson.Result) bool {
 			f := curField + "[" + strconv.Itoa(n) + "]"
 			if st.wild == '*' {
-				if seen[str(k)] {
+				if seen.add(cur, k) {
 					err = malformed(join(curField, str(k)), "duplicate key")
 					return false
 				}
-				seen[str(k)] = true
 				f = join(curField, str(k))
 			}
 			n++
@@ -222,6 +221,68 @@ func (ap *annotationPath) locate(raw string, obj gjson.Result, field string, out
 	return out, err
 }
 
+// keySet is the set of the keys of one JSON object read so far, to find a
+// duplicate. It holds where each key's token is in the object, never the
+// key itself: a key read from the payload is a pointer into the middle of
+// it, which TinyGo's collector pays for by the payload's size at every
+// collection (see podMeta), and a map of them made a map of ten thousand
+// templates quadratic. Its table is pointer-free, so the collector skips
+// it.
+type keySet struct {
+	slots []keySlot // open addressing, a power of two long, at most half full
+	n     int
+}
+
+// keySlot is one key: the hash of its decoded text (0: an empty slot),
+// and where its token is in the object.
+type keySlot struct {
+	hash    uint64
+	at, end int32
+}
+
+// add adds key k (as ForEach gives it) of object obj, and reports whether
+// obj holds it already. Keys compare decoded, as member compares them.
+func (ks *keySet) add(obj, k gjson.Result) (dup bool) {
+	key := str(k)
+	h := uint64(14695981039346656037) // FNV-1a
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	h |= 1
+	if 2*(ks.n+1) > len(ks.slots) {
+		old := ks.slots
+		ks.slots = make([]keySlot, max(16, 2*len(old)))
+		for _, sl := range old {
+			if sl.hash != 0 {
+				ks.slots[ks.free(sl.hash)] = sl
+			}
+		}
+	}
+	mask := uint64(len(ks.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		sl := ks.slots[i]
+		if sl.hash == 0 {
+			at := k.Index - obj.Index
+			ks.slots[i] = keySlot{hash: h, at: int32(at), end: int32(at + len(k.Raw))}
+			ks.n++
+			return false
+		}
+		if sl.hash == h && str(gjson.Parse(obj.Raw[sl.at:sl.end])) == key {
+			return true
+		}
+	}
+}
+
+// free is the first empty slot for hash h.
+func (ks *keySet) free(h uint64) uint64 {
+	mask := uint64(len(ks.slots) - 1)
+	i := h & mask
+	for ks.slots[i].hash != 0 {
+		i = (i + 1) & mask
+	}
+	return i
+}
+
 // locateAll finds every template of a kind: the built-in kinds have one
 // place, a workload kind those its paths name (in the order found, each
 // once).
@@ -233,24 +294,28 @@ func locateAll(raw, field string, wk *workloadKind) ([]*podMeta, error) {
 	}
 	var out []*podMeta
 	for i := range wk.paths {
-		n := len(out)
 		var err error
-		if out, err = wk.paths[i].locate(raw, root, field, out); err != nil {
+		if out, err = wk.paths[i].locate(&raw, root, field, out); err != nil {
 			return nil, err
 		}
-		// Two paths may name one template (spec.*.template... and
-		// spec.head.template...): keep it once.
-		for j := n; j < len(out); j++ {
-			for k := 0; k < n; k++ {
-				if out[k].metaField() == out[j].metaField() {
-					out = append(out[:j], out[j+1:]...)
-					j--
-					break
-				}
-			}
-		}
 	}
-	return out, nil
+	if len(wk.paths) < 2 {
+		return out, nil
+	}
+	// Two paths may name one template (spec.*.template... and
+	// spec.head.template...): keep it once, where it was found first. A
+	// template is known by the path of its metadata, looked up in a map:
+	// comparing each with those of the earlier paths was quadratic.
+	seen := make(map[string]struct{}, len(out))
+	kept := out[:0]
+	for _, pm := range out {
+		if _, dup := seen[pm.metaField()]; dup {
+			continue
+		}
+		seen[pm.metaField()] = struct{}{}
+		kept = append(kept, pm)
+	}
+	return kept, nil
 }
 
 // workload returns the workload kind k, if settings name it.
