@@ -183,10 +183,20 @@ func (pm *podMeta) annotation() (value, raw string, ok bool, err error) {
 	return str(v), v.Raw, ok, err
 }
 
-// splice is one change to an object's text: raw[start:end] becomes text.
+// splice is one change to an object's text: raw[start:end] becomes the
+// annotation set to token, written by appendText. It is written straight
+// into the answer rather than built on its own: a workload's ten thousand
+// templates made as many small allocations, which the collector then
+// scanned.
 type splice struct {
 	start, end int
-	text       []byte
+	meta       *podMeta
+	token      []byte
+	// from is the first level of meta's path (then annotations, then the
+	// annotation) to write; insert says whether it is a new member (else
+	// its value replaces the one there), comma whether one goes before it.
+	from          int
+	insert, comma bool
 }
 
 // appendWithAnnotation appends the object with the user.info annotation
@@ -198,48 +208,81 @@ func (pm *podMeta) appendWithAnnotation(out, valueToken []byte) []byte {
 	sp := pm.splice(valueToken)
 	raw := *pm.src
 	out = append(out, raw[:sp.start]...)
-	out = append(out, sp.text...)
+	out = sp.appendText(out)
 	return append(out, raw[sp.end:]...)
+}
+
+// level is the i-th key from the object to the annotation: the path to the
+// metadata, then annotations, then the annotation's key.
+func (pm *podMeta) level(i int) string {
+	switch {
+	case i < len(pm.path):
+		return pm.path[i]
+	case i == len(pm.path):
+		return "annotations"
+	}
+	return AnnotationKey
 }
 
 // splice is the change that sets the annotation to valueToken.
 func (pm *podMeta) splice(valueToken []byte) splice {
-	// The deepest existing object, and the levels still to create below it.
-	levels := append(append([]string(nil), pm.path...), "annotations", AnnotationKey)
+	// The deepest existing object, and the first level still to create
+	// below it.
 	depth := len(pm.found) - 1 // pm.path[:depth] exist
 	parent := pm.object(pm.found[depth])
 	if annotations := pm.object(pm.annotations); depth == len(pm.path) && isObject(annotations) {
 		parent = annotations
 		depth++
 	}
-	missing := levels[depth:]
-
-	// missing[0] becomes a member of parent; the rest nest inside its
-	// value, built from the innermost level out.
-	val := valueToken
-	for i := len(missing) - 1; i >= 1; i-- {
-		wrapped := appendJSONString([]byte{'{'}, missing[i])
-		wrapped = append(wrapped, ':')
-		wrapped = append(wrapped, val...)
-		val = append(wrapped, '}')
-	}
-
-	existing, _ := member(parent, "", missing[0])
+	sp := splice{meta: pm, token: valueToken, from: depth}
+	existing, _ := member(parent, "", pm.level(depth))
 	if existing.Exists() {
 		// An explicit null (or the old annotation value) is replaced in place.
-		return splice{start: existing.Index, end: existing.Index + len(existing.Raw), text: val}
+		sp.start, sp.end = existing.Index, existing.Index+len(existing.Raw)
+		return sp
 	}
 	end := parent.Index + len(parent.Raw) - 1 // the closing brace
-	empty := true
-	parent.ForEach(func(_, _ gjson.Result) bool { empty = false; return false })
-	text := make([]byte, 0, len(missing[0])+len(val)+4)
-	if !empty {
-		text = append(text, ',')
+	sp.start, sp.end, sp.insert, sp.comma = end, end, true, !emptyObject(parent.Raw)
+	return sp
+}
+
+// appendText appends what the splice writes: the level from (as a new
+// member, or the value of the one there), the levels below it nested in
+// it, and the token innermost.
+func (sp *splice) appendText(out []byte) []byte {
+	pm := sp.meta
+	if sp.insert {
+		if sp.comma {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, pm.level(sp.from))
+		out = append(out, ':')
 	}
-	text = appendJSONString(text, missing[0])
-	text = append(text, ':')
-	text = append(text, val...)
-	return splice{start: end, end: end, text: text}
+	last := len(pm.path) + 1 // the annotation's key
+	for i := sp.from + 1; i <= last; i++ {
+		out = append(out, '{')
+		out = appendJSONString(out, pm.level(i))
+		out = append(out, ':')
+	}
+	out = append(out, sp.token...)
+	for i := sp.from + 1; i <= last; i++ {
+		out = append(out, '}')
+	}
+	return out
+}
+
+// emptyObject reports whether raw, a valid JSON object, has no member.
+func emptyObject(raw string) bool {
+	for i := 1; i < len(raw); i++ {
+		switch raw[i] {
+		case ' ', '\t', '\n', '\r':
+		case '}':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // edit is part of a mutation: the annotation of meta set to token, the
@@ -266,9 +309,10 @@ func appendMutated(out []byte, edits []edit) []byte {
 	// slices.SortFunc needs no reflection.
 	slices.SortFunc(splices, func(a, b splice) int { return a.start - b.start })
 	pos := 0
-	for _, sp := range splices {
+	for i := range splices {
+		sp := &splices[i]
 		out = append(out, raw[pos:sp.start]...)
-		out = append(out, sp.text...)
+		out = sp.appendText(out)
 		pos = sp.end
 	}
 	return append(out, raw[pos:]...)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -201,13 +203,15 @@ func (ap *annotationPath) locate(src *string, obj gjson.Result, field string, ou
 		n := 0
 		var seen keySet
 		cur.ForEach(func(k, v gjson.Result) bool {
-			f := curField + "[" + strconv.Itoa(n) + "]"
+			var f string
 			if st.wild == '*' {
 				if seen.add(cur, k) {
 					err = malformed(join(curField, str(k)), "duplicate key")
 					return false
 				}
 				f = join(curField, str(k))
+			} else {
+				f = indexField(curField, n)
 			}
 			n++
 			if present(v) {
@@ -302,20 +306,70 @@ func locateAll(raw, field string, wk *workloadKind) ([]*podMeta, error) {
 	if len(wk.paths) < 2 {
 		return out, nil
 	}
-	// Two paths may name one template (spec.*.template... and
-	// spec.head.template...): keep it once, where it was found first. A
-	// template is known by the path of its metadata, looked up in a map:
-	// comparing each with those of the earlier paths was quadratic.
-	seen := make(map[string]struct{}, len(out))
-	kept := out[:0]
-	for _, pm := range out {
-		if _, dup := seen[pm.metaField()]; dup {
-			continue
-		}
-		seen[pm.metaField()] = struct{}{}
-		kept = append(kept, pm)
+	return dedupe(out), nil
+}
+
+// dedupe drops the templates found twice (two paths may name one, such as
+// spec.*.template... and spec.head.template...), keeping each where it was
+// found first. A template is known by where the deepest object found on
+// its path is in the document, and the levels still to create below it:
+// sorting them finds the duplicates in n log n, where comparing the path
+// of each with those of the earlier paths was quadratic. The keys are
+// plain integers, which the collector does not follow.
+func dedupe(out []*podMeta) []*podMeta {
+	type place struct{ at, rest, i int32 }
+	places := make([]place, len(out))
+	for i, pm := range out {
+		d := len(pm.found) - 1
+		places[i] = place{pm.found[d].at, int32(len(pm.path) - d), int32(i)}
 	}
-	return kept, nil
+	slices.SortFunc(places, func(a, b place) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		if a.rest != b.rest {
+			return int(a.rest - b.rest)
+		}
+		return int(a.i - b.i)
+	})
+	drop := make([]bool, len(out))
+	for a := 0; a < len(places); {
+		b := a + 1
+		for b < len(places) && places[b].at == places[a].at && places[b].rest == places[a].rest {
+			b++
+		}
+		// Within a run (as many as there are paths, at most), the same
+		// levels to create is the same template.
+		for x := a + 1; x < b; x++ {
+			for y := a; y < x; y++ {
+				if !drop[places[y].i] && slices.Equal(missingLevels(out[places[x].i]), missingLevels(out[places[y].i])) {
+					drop[places[x].i] = true
+					break
+				}
+			}
+		}
+		a = b
+	}
+	kept := out[:0]
+	for i, pm := range out {
+		if !drop[i] {
+			kept = append(kept, pm)
+		}
+	}
+	return kept
+}
+
+// missingLevels are the levels of pm's path below the deepest object found.
+func missingLevels(pm *podMeta) []string { return pm.path[len(pm.found)-1:] }
+
+// indexField is field[i], in one allocation.
+func indexField(field string, i int) string {
+	b := make([]byte, 0, len(field)+12)
+	b = append(b, field...)
+	b = append(b, '[')
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, ']')
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // workload returns the workload kind k, if settings name it.
