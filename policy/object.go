@@ -58,8 +58,11 @@ func metadataPath(k kindRef) (path []string, guarded bool) {
 // cost of an evaluation grew with the square of the request (RATIONALE.md).
 // Offsets are plain integers, which the precise collector does not follow.
 type podMeta struct {
-	src   *string  // the whole object, as received, shared by its templates
-	field string   // JSON path of the object, for messages
+	src *string // the whole object, as received, shared by its templates
+	// field is the JSON path of the object, for messages, or of the array
+	// holding it when elem is not 0: the object is then element elem-1.
+	field string
+	elem  int
 	path  []string // path from the object to the metadata
 	// found[i] is where the object at path[:i] is (found[0] is the root);
 	// len(found)-1 levels exist. foundBuf holds found for the kinds'
@@ -93,17 +96,18 @@ func (pm *podMeta) object(sp span) gjson.Result {
 // partial object); a level of the wrong type or a duplicated key is not.
 func locate(raw string, field string, path []string) (*podMeta, error) {
 	raw = trimSpace(raw) // gjson's top-level Raw runs to the end of its input
-	return locateAt(&raw, gjson.Parse(raw), field, path)
+	return locateAt(&raw, gjson.Parse(raw), field, 0, path)
 }
 
 // locateAt is locate from start, an object inside *src (found by walking
-// it, so its offsets are those of *src) whose JSON path is field.
-func locateAt(src *string, start gjson.Result, field string, path []string) (*podMeta, error) {
+// it, so its offsets are those of *src) whose JSON path is field, or when
+// elem is not 0 element elem-1 of the array at field.
+func locateAt(src *string, start gjson.Result, field string, elem int, path []string) (*podMeta, error) {
 	if !isObject(start) {
-		return nil, malformed(field, "must be an object, got "+typeName(start))
+		return nil, malformed(elementField(field, elem), "must be an object, got "+typeName(start))
 	}
 	pm := newPodMeta()
-	pm.src, pm.field, pm.path = src, field, path
+	pm.src, pm.field, pm.elem, pm.path = src, field, elem, path
 	pm.found = append(pm.foundBuf[:0], spanOf(start))
 	cur := start
 	for i, key := range path {
@@ -111,19 +115,28 @@ func locateAt(src *string, start gjson.Result, field string, path []string) (*po
 		// at every level of every request cost an allocation per level.
 		next, err := member(cur, "", key)
 		if err != nil {
-			return nil, malformed(pathField(field, path[:i+1]), "duplicate key")
+			return nil, malformed(pathField(elementField(field, elem), path[:i+1]), "duplicate key")
 		}
 		if !present(next) {
 			return pm, nil
 		}
 		if !isObject(next) {
-			return nil, malformed(pathField(field, path[:i+1]), "must be an object, got "+typeName(next))
+			return nil, malformed(pathField(elementField(field, elem), path[:i+1]), "must be an object, got "+typeName(next))
 		}
 		pm.found = append(pm.found, spanOf(next))
 		cur = next
 	}
 	pm.meta = spanOf(cur)
 	return pm, nil
+}
+
+// elementField is field, or when elem is not 0 element elem-1 of the
+// array at field.
+func elementField(field string, elem int) string {
+	if elem == 0 {
+		return field
+	}
+	return indexField(field, elem-1)
 }
 
 // pathField is the JSON path of the keys path below field.
@@ -137,7 +150,7 @@ func pathField(field string, path []string) string {
 // metaField is the JSON path of the metadata, spelled out once.
 func (pm *podMeta) metaField() string {
 	if pm.metaPath == "" {
-		pm.metaPath = pathField(pm.field, pm.path)
+		pm.metaPath = pathField(elementField(pm.field, pm.elem), pm.path)
 	}
 	return pm.metaPath
 }
@@ -271,6 +284,23 @@ func (sp *splice) appendText(out []byte) []byte {
 	return out
 }
 
+// textLen is about the length of what appendText writes (exact for the
+// keys of Kubernetes objects and a value without control characters).
+func (sp *splice) textLen() int {
+	pm := sp.meta
+	n := len(sp.token)
+	if sp.insert {
+		if sp.comma {
+			n++
+		}
+		n += jsonStringLen(pm.level(sp.from)) + 1
+	}
+	for i := sp.from + 1; i <= len(pm.path)+1; i++ {
+		n += jsonStringLen(pm.level(i)) + 3 // {"key":...}
+	}
+	return n
+}
+
 // emptyObject reports whether raw, a valid JSON object, has no member.
 func emptyObject(raw string) bool {
 	for i := 1; i < len(raw); i++ {
@@ -308,6 +338,14 @@ func appendMutated(out []byte, edits []edit) []byte {
 	// templates may interleave (an insertion sort was quadratic there);
 	// slices.SortFunc needs no reflection.
 	slices.SortFunc(splices, func(a, b splice) int { return a.start - b.start })
+	// Room for the whole object at once: grown by appending, a large
+	// object's answer was copied several times over, each copy a new
+	// allocation as large as the request.
+	need := len(raw)
+	for i := range splices {
+		need += splices[i].textLen() - (splices[i].end - splices[i].start)
+	}
+	out = slices.Grow(out, need)
 	pos := 0
 	for i := range splices {
 		sp := &splices[i]

@@ -174,10 +174,12 @@ func parseAnnotationPath(text string) (annotationPath, string) {
 // wildcard matches. A template whose holder is absent or null is not
 // there; a level of the wrong type is malformed.
 func (ap *annotationPath) locate(src *string, obj gjson.Result, field string, out []*podMeta) ([]*podMeta, error) {
-	var walk func(cur gjson.Result, curField string, i int) error
-	walk = func(cur gjson.Result, curField string, i int) error {
+	// elem, when not 0, is 1 + the index of cur in the array curField: the
+	// template's field is spelled out only for a message.
+	var walk func(cur gjson.Result, curField string, elem, i int) error
+	walk = func(cur gjson.Result, curField string, elem, i int) error {
 		if i == len(ap.wild) {
-			pm, err := locateAt(src, cur, curField, ap.keys)
+			pm, err := locateAt(src, cur, curField, elem, ap.keys)
 			if err != nil || len(pm.found)-1 < ap.must {
 				return err
 			}
@@ -197,31 +199,34 @@ func (ap *annotationPath) locate(src *string, obj gjson.Result, field string, ou
 			if err != nil || !present(next) {
 				return err
 			}
-			return walk(next, join(curField, st.key), i+1)
+			return walk(next, join(curField, st.key), 0, i+1)
 		}
 		var err error
 		n := 0
 		var seen keySet
 		cur.ForEach(func(k, v gjson.Result) bool {
-			var f string
-			if st.wild == '*' {
+			f, elem := curField, 0
+			switch {
+			case st.wild == '*':
 				if seen.add(cur, k) {
 					err = malformed(join(curField, str(k)), "duplicate key")
 					return false
 				}
 				f = join(curField, str(k))
-			} else {
+			case i+1 == len(ap.wild):
+				elem = n + 1
+			default:
 				f = indexField(curField, n)
 			}
 			n++
 			if present(v) {
-				err = walk(v, f, i+1)
+				err = walk(v, f, elem, i+1)
 			}
 			return err == nil
 		})
 		return err
 	}
-	err := walk(obj, field, 0)
+	err := walk(obj, field, 0, 0)
 	return out, err
 }
 

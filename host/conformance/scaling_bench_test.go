@@ -16,7 +16,7 @@ import (
 
 // BenchmarkScaling times through the built module, with one reused
 // instance, the scaled requests that policy's BenchmarkScaling times
-// natively (impl=native), with the same x/decade column. The deadline and
+// natively (impl=native), with the same cpu-ns/op and x/decade columns. The deadline and
 // the work budget are raised far above serve's defaults so that a cost
 // that grows too fast shows as a number rather than a failed call; every
 // answer is checked to admit the object.
@@ -27,7 +27,7 @@ func BenchmarkScaling(b *testing.B) {
 	require.NoError(b, err)
 	b.Cleanup(func() { _ = e.Close(context.Background()) })
 	for _, s := range fixtures.ScaledShapes() {
-		prev := 0.0
+		var growth fixtures.Growth
 		for _, n := range fixtures.ScaledSizes {
 			payload := s.Payload(n)
 			name := "shape=" + strings.ReplaceAll(s.Name, "/", "-") + "/n=" + strconv.Itoa(n) + "/impl=wasm"
@@ -37,16 +37,17 @@ func BenchmarkScaling(b *testing.B) {
 				require.True(b, gjson.GetBytes(out, "accepted").Bool(), "answer: %.300s", out)
 				b.ReportAllocs()
 				b.SetBytes(int64(len(payload)))
+				start := fixtures.CPUTime()
 				for b.Loop() {
 					if _, err := e.Validate(b.Context(), payload); err != nil {
 						b.Fatal(err)
 					}
 				}
-				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-				if prev > 0 {
-					b.ReportMetric(ns/prev, "x/decade")
+				cpu := float64(fixtures.CPUTime()-start) / float64(b.N)
+				b.ReportMetric(cpu, "cpu-ns/op")
+				if r := growth.Next(cpu); r > 0 {
+					b.ReportMetric(r, "x/decade")
 				}
-				prev = ns
 			})
 		}
 	}
