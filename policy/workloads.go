@@ -491,28 +491,24 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 	if err != nil {
 		return decision{}, err
 	}
-	byPlace := make(map[string]*podMeta, len(olds))
-	for _, pm := range olds {
-		byPlace[strings.TrimPrefix(pm.metaField(), "request.oldObject")] = pm
-	}
 	rec, err := recordedValue(olds)
 	if err != nil {
 		return decision{}, err
 	}
 	recorded := rec.ok && rec.disagree == "" // templates that disagree record no one value
 	d := accept("update: unchanged")
-	for _, cur := range locs {
+	matches := matchPlaces(locs, olds)
+	for i, cur := range locs {
 		newValue, _, newPresent, err := cur.annotation()
 		if err != nil {
 			return decision{}, err
 		}
-		where := cur.metaField() + ".annotations"
-		old, existed := byPlace[strings.TrimPrefix(cur.metaField(), "request.object")]
-		if !existed {
+		old := matches[i]
+		if old == nil {
 			switch {
 			case !recorded && !newPresent:
 			case !recorded || (newPresent && newValue != rec.value):
-				return reject("update: new template, other value", codeForbidden, msgChangeNotAllowed+": "+where), nil
+				return reject("update: new template, other value", codeForbidden, msgChangeNotAllowed+": "+cur.metaField()+".annotations"), nil
 			case !newPresent:
 				d.mutation = append(d.mutation, edit{meta: cur, token: []byte(rec.token)})
 				d.rule = "update: new template, stamped"
@@ -532,10 +528,57 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 			}
 			d.rule = "update: removed, restore"
 		default:
-			return reject("update: changed", codeForbidden, msgChangeNotAllowed+": "+where), nil
+			return reject("update: changed", codeForbidden, msgChangeNotAllowed+": "+cur.metaField()+".annotations"), nil
 		}
 	}
 	return d, nil
+}
+
+// matchPlaces pairs each template of the new object (locs) with the one at
+// the same place in oldObject (olds), nil for a new one. Both are sorted by
+// place and merged: a map keyed by each template's path spelled out cost
+// several allocations per template on each side.
+func matchPlaces(locs, olds []*podMeta) []*podMeta {
+	const newRoot, oldRoot = "request.object", "request.oldObject"
+	byPlace := func(pms []*podMeta, root string) []int32 {
+		idx := make([]int32, len(pms))
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		slices.SortFunc(idx, func(a, b int32) int { return comparePlace(pms[a], root, pms[b], root) })
+		return idx
+	}
+	newIdx, oldIdx := byPlace(locs, newRoot), byPlace(olds, oldRoot)
+	matches := make([]*podMeta, len(locs))
+	j := 0
+	for _, i := range newIdx {
+		c := -1
+		for j < len(oldIdx) {
+			if c = comparePlace(olds[oldIdx[j]], oldRoot, locs[i], newRoot); c >= 0 {
+				break
+			}
+			j++
+		}
+		if j < len(oldIdx) && c == 0 {
+			matches[i] = olds[oldIdx[j]]
+		}
+	}
+	return matches
+}
+
+// comparePlace orders templates by their place in their object (a below
+// the JSON path ra, b below rb): the path of the object (or array) holding
+// them, the element, then the path to the metadata. Two templates at the
+// same place have the same metadata path, and templates found twice have
+// been dropped (dedupe), so this is the order of those paths' identity.
+func comparePlace(a *podMeta, ra string, b *podMeta, rb string) int {
+	if c := strings.Compare(strings.TrimPrefix(a.field, ra), strings.TrimPrefix(b.field, rb)); c != 0 {
+		return c
+	}
+	if a.elem != b.elem {
+		return a.elem - b.elem
+	}
+	return slices.Compare(a.path, b.path)
 }
 
 // parseWorkloads reads settings.workloads: a list whose entries are a
