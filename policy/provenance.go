@@ -160,11 +160,14 @@ func controllerRef(object gjson.Result) (ownerRef, string) {
 	n := 0
 	problem := ""
 	// Declared once, not per reference: TinyGo puts both on the heap, and
-	// garbage per element made a collection per few hundred references,
-	// each walking back from the pointers into the payload.
+	// garbage per element made collections, each walking back from the
+	// pointers into the payload.
 	var f [4]gjson.Result
 	refs.ForEach(func(_, o gjson.Result) bool {
-		if o.Get("controller").Type != gjson.True {
+		// member, not o.Get: gjson's Get allocates its parse state, which
+		// TinyGo puts on the heap. The first of duplicate keys counts, as
+		// with Get.
+		if c, _ := member(o, "", "controller"); c.Type != gjson.True {
 			return true
 		}
 		n++
