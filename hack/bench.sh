@@ -7,8 +7,9 @@
 #   1b. scaling   BenchmarkScaling in ./policy/, ./host/conformance/ and
 #                 ./host/admission/: each workload kind and the built-in
 #                 Pod and Deployment grown from 1 to 10,000 templates (or
-#                 containers, annotations, ...), native, wasm and the host's
-#                 part; cpu-ns/op and x/decade (linear: about 10)
+#                 containers, annotations, ...), native, wasm (a reused
+#                 instance, and a fresh one per call) and the host's part;
+#                 cpu-ns/op and x/decade (linear: about 10)
 #                                                  -> $OUT/scaling.out
 #   2. admission  go test -bench in the bench/ module: ours vs YuniKorn's
 #                 admission controller             -> $OUT/admission.txt
@@ -140,7 +141,7 @@ fi
 
 # 1b. How the cost grows with the request: once, sizes in decades. Saved as
 # .out, not .txt: perfkit's tables pair fixtures, and these are not its.
-banner "1b/5 scaling: BenchmarkScaling at n=$SCALING_SIZES, native, wasm and host ($SCALING_BENCHTIME each)"
+banner "1b/5 scaling: BenchmarkScaling at n=$SCALING_SIZES, native, wasm, wasm-fresh and host ($SCALING_BENCHTIME each)"
 if skipped scaling; then
   note "skipped (SKIP)"
 else
