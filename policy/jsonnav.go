@@ -22,23 +22,13 @@ func malformed(field, what string) *inputError { return &inputError{field: field
 // would use exactly that disagreement to show us one value and store another.
 // The result does not exist when the key is absent.
 func member(obj gjson.Result, field, key string) (gjson.Result, error) {
-	// members' loop for one key, without its slices: TinyGo allocates
-	// them on the heap, and this is called several times per pod template.
-	var out gjson.Result
-	it := newMemberIter(obj)
-	for {
-		k, raw, at, ok := it.next()
-		if !ok {
-			return out, nil
-		}
-		if plainKey(k) != key {
-			continue
-		}
-		if out.Exists() {
-			return out, malformed(join(field, key), "duplicate key")
-		}
-		out = it.value(raw, at)
-	}
+	// Through members, though TinyGo puts its two one-element arrays on
+	// the heap: a loop of member's own searched a map of 1,000 annotations
+	// a quarter slower in the module (measured, cause not found).
+	keys := [1]string{key}
+	var out [1]gjson.Result
+	err := members(obj, field, keys[:], out[:])
+	return out[0], err
 }
 
 // members is member for several keys at once, in one pass over obj: every
