@@ -194,7 +194,7 @@ golden: embed ## Rewrite the CLI golden file from a fresh build of the embedded 
 	$(GO) test ./policy -run TestPresetsFile -update
 
 .PHONY: bench
-bench: policy build loadgen ## Benchmarks (native vs wasm, fresh vs pooled, ours vs YuniKorn), load test and cold start; tables and plots in docs/perf (QUICK=1: smoke run; see hack/bench.sh)
+bench: policy build loadgen ## Benchmarks (native vs wasm, fresh vs pooled, cost vs request size, ours vs YuniKorn), load test and cold start; tables and plots in docs/perf (QUICK=1: smoke run; see hack/bench.sh)
 	POLICY_WASM=$(CURDIR)/$(WASM) bash hack/bench.sh
 
 .PHONY: hostile

@@ -4,6 +4,13 @@
 #   1. perf       go test -bench ./policy/ ./host/conformance/: native vs wasm evaluation,
 #                 fresh vs pooled instances, the fixed cost of a call
 #                                                  -> $OUT/perf.txt
+#   1b. scaling   BenchmarkScaling in ./policy/, ./host/conformance/ and
+#                 ./host/admission/: each workload kind and the built-in
+#                 Pod and Deployment grown from 1 to 10,000 templates (or
+#                 containers, annotations, ...), native, wasm (a reused
+#                 instance, and a fresh one per call) and the host's part;
+#                 cpu-ns/op and x/decade (linear: about 10)
+#                                                  -> $OUT/scaling.out
 #   2. admission  go test -bench in the bench/ module: ours vs YuniKorn's
 #                 admission controller             -> $OUT/admission.txt
 #   3. load       a local serve under bench/cmd/loadgen at each of RATES, as
@@ -20,8 +27,9 @@
 # Knobs (environment):
 #   QUICK=1        everything very briefly, for CI smoke and tooling checks:
 #                  COUNT=1 BENCHTIME=100ms RATES="500 2000 0" DURATION=1s
-#                  WARMUP=500ms COLDSTART_RUNS=2, and DOCS=$OUT/plots so that
-#                  quick numbers never land in docs/
+#                  WARMUP=500ms COLDSTART_RUNS=2, scaling sizes up to 100,
+#                  and DOCS=$OUT/plots so that quick numbers never land in
+#                  docs/
 #   SKIP           steps to leave out, e.g. SKIP="admission load"
 #   OUT            results directory                    (build/bench)
 #   DOCS           plots and results.md                 (docs/perf)
@@ -32,6 +40,9 @@
 #   DURATION, WARMUP, CONNECTIONS, FIXTURES, INSTANCES, PORT, METRICS_PORT
 #                  as in hack/load.sh                   (10s, 2s, 32, the inject mix, nproc, 18443, 19090)
 #   COLDSTART_RUNS timed starts per cold start case     (10)
+#   SCALING_SIZES  sizes the scaling step times, a regexp alternation
+#                                                       (1|10|100|1000|10000; QUICK: 1|10|100)
+#   SCALING_BENCHTIME  go test -benchtime of the scaling step (1s; QUICK: 100ms)
 #   BIN, LOADGEN, PERFKIT  executables                  (build/yunikorn-userinfo, build/loadgen, build/perfkit)
 #
 #   make bench
@@ -47,7 +58,11 @@ if [[ "$QUICK" == 1 ]]; then
   DURATION=${DURATION:-1s}
   WARMUP=${WARMUP:-500ms}
   COLDSTART_RUNS=${COLDSTART_RUNS:-2}
+  SCALING_SIZES=${SCALING_SIZES:-"1|10|100"}
+  SCALING_BENCHTIME=${SCALING_BENCHTIME:-100ms}
 fi
+SCALING_SIZES=${SCALING_SIZES:-"1|10|100|1000|10000"}
+SCALING_BENCHTIME=${SCALING_BENCHTIME:-1s}
 OUT=${OUT:-build/bench}
 if [[ "$QUICK" == 1 ]]; then
   DOCS=${DOCS:-$OUT/plots}
@@ -103,7 +118,7 @@ build_perfkit || { echo "build perfkit failed"; exit 1; }
 
 mkdir -p "$OUT"
 # Results of the steps below only: the soak (make soak) is kept.
-rm -f "$OUT"/perf.txt "$OUT"/admission.txt "$OUT"/load-*.json "$OUT"/coldstart-*.json "$OUT"/machine.json
+rm -f "$OUT"/perf.txt "$OUT"/scaling.out "$OUT"/admission.txt "$OUT"/load-*.json "$OUT"/coldstart-*.json "$OUT"/machine.json
 "$PERFKIT" machine --out "$OUT/machine.json"
 echo "$(machine_line), $("$GO" env GOVERSION)"
 quick=
@@ -119,8 +134,27 @@ else
   # Native (policy/) and Wasm (host/conformance) evaluation of the same
   # fixtures, and the instance strategies.
   # shellcheck disable=SC2046 # an empty flag must vanish
-  "$GO" test -run '^$' -bench "$BENCH" -benchmem -count "$COUNT" $(benchtime_flag) ./policy/ ./host/conformance/ 2>&1 | tee "$OUT/perf.txt"
+  # BenchmarkScaling has its own step below.
+  "$GO" test -run '^$' -bench "$BENCH" -skip '^BenchmarkScaling$' -benchmem -count "$COUNT" $(benchtime_flag) ./policy/ ./host/conformance/ 2>&1 | tee "$OUT/perf.txt"
   [[ "${PIPESTATUS[0]}" == 0 ]] || fail perf "go test ./policy/ ./host/conformance/"
+fi
+
+# 1b. How the cost grows with the request: once, sizes in decades. Saved as
+# .out, not .txt: perfkit's tables pair fixtures, and these are not its.
+banner "1b/5 scaling: BenchmarkScaling at n=$SCALING_SIZES, native, wasm, wasm-fresh and host ($SCALING_BENCHTIME each)"
+if skipped scaling; then
+  note "skipped (SKIP)"
+else
+  "$GO" test -run '^$' -bench "^BenchmarkScaling\$/./^n=($SCALING_SIZES)\$" -benchmem -count 1 -benchtime "$SCALING_BENCHTIME" \
+    ./policy/ ./host/conformance/ ./host/admission/ 2>&1 | tee "$OUT/scaling.out"
+  [[ "${PIPESTATUS[0]}" == 0 ]] || fail scaling "go test -bench BenchmarkScaling"
+  # shape, impl, then cpu-ns/op per size and the growth per decade.
+  awk '/^BenchmarkScaling\// {
+      split($1, p, "/"); shape = p[2]; n = p[3]; impl = p[4]; sub(/-[0-9]+$/, "", impl)
+      cpu = ""; x = ""
+      for (i = 2; i < NF; i++) { if ($(i+1) == "cpu-ns/op") cpu = $i; if ($(i+1) == "x/decade") x = $i }
+      printf "%-48s %-12s %-9s %14.0f cpu-ns/op %8s\n", shape, impl, n, cpu, (x == "" ? "" : x "x")
+    }' "$OUT/scaling.out"
 fi
 
 # 2. The peer: YuniKorn's admission controller, from its own module.

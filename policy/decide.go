@@ -188,7 +188,11 @@ func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMet
 		return decision{}, err
 	}
 	if isPlaceholder {
-		return decidePlaceholder(s, r, kind, id, cur, ph, value, present)
+		d, err := decidePlaceholder(s, r, kind, id, cur, ph, value, present)
+		if present {
+			d.claim(value)
+		}
+		return d, err
 	}
 	if present {
 		d, err := decidePresent(s, r, kind, id, value)

@@ -21,21 +21,39 @@ type documentIndex struct {
 	doc string
 	ix  jsonindex.Index
 	// metas are the podMetas of this evaluation (a workload kind has one
-	// per template), kept from call to call instead of allocated anew.
+	// per template), kept from call to call instead of allocated anew;
+	// past them, they come podMetaChunk at a time from chunk.
 	metas  [8]podMeta
 	nMetas int
+	chunk  *[podMetaChunk]podMeta
+	nChunk int
 }
 
+// podMetaChunk is how many podMetas are allocated together once the kept
+// ones are used: one allocation per template made ten thousand small
+// objects for the collector to find room for and sweep. A pointer to one
+// costs the collector a walk back to its chunk's start, so chunks stay
+// small.
+const podMetaChunk = 32
+
 // newPodMeta returns a zeroed podMeta: during an evaluation one of the
-// kept ones, outside of one (tests) a new one.
+// kept ones or of the current chunk, outside of one (tests) a new one.
 func newPodMeta() *podMeta {
 	d := &indexed
-	if d.doc == "" || d.nMetas == len(d.metas) {
+	if d.doc == "" {
 		return &podMeta{}
 	}
-	pm := &d.metas[d.nMetas]
-	d.nMetas++
-	*pm = podMeta{}
+	if d.nMetas < len(d.metas) {
+		pm := &d.metas[d.nMetas]
+		d.nMetas++
+		*pm = podMeta{}
+		return pm
+	}
+	if d.chunk == nil || d.nChunk == len(d.chunk) {
+		d.chunk, d.nChunk = new([podMetaChunk]podMeta), 0
+	}
+	pm := &d.chunk[d.nChunk]
+	d.nChunk++
 	return pm
 }
 
@@ -43,7 +61,7 @@ func newPodMeta() *podMeta {
 // levels, makes it the indexed document until release. It reports whether
 // it did.
 func (d *documentIndex) index(doc string, maxDepth int) bool {
-	d.doc, d.nMetas = "", 0
+	d.doc, d.nMetas, d.chunk = "", 0, nil
 	if !d.ix.Scan(doc, maxDepth) {
 		return false
 	}
@@ -54,7 +72,7 @@ func (d *documentIndex) index(doc string, maxDepth int) bool {
 // release forgets the document and unlocks: its buffer is reused for the
 // next call, so no offset into it may be trusted once this call is over.
 func (d *documentIndex) release() {
-	d.doc = ""
+	d.doc, d.chunk = "", nil
 	d.Unlock()
 }
 

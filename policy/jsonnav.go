@@ -22,6 +22,9 @@ func malformed(field, what string) *inputError { return &inputError{field: field
 // would use exactly that disagreement to show us one value and store another.
 // The result does not exist when the key is absent.
 func member(obj gjson.Result, field, key string) (gjson.Result, error) {
+	// Through members, though TinyGo puts its two one-element arrays on
+	// the heap: a loop of member's own searched a map of 1,000 annotations
+	// a quarter slower in the module (measured, cause not found).
 	keys := [1]string{key}
 	var out [1]gjson.Result
 	err := members(obj, field, keys[:], out[:])

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"slices"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -46,53 +48,95 @@ func metadataPath(k kindRef) (path []string, guarded bool) {
 
 // podMeta is the metadata object that carries the annotation, as found in
 // one version of the object (request.object or request.oldObject).
+//
+// It holds where the objects on its path are, as offsets into the object's
+// text, rather than gjson values: a workload can have ten thousand
+// templates, and every gjson value is a pointer into the middle of the
+// payload. TinyGo's collector finds the start of the allocation such a
+// pointer points into by walking back from it block by block, so each
+// collection cost the number of templates times the payload's size: the
+// cost of an evaluation grew with the square of the request (RATIONALE.md).
+// Offsets are plain integers, which the precise collector does not follow.
 type podMeta struct {
-	raw   string         // the whole object, as received
-	field string         // JSON path of the object, for messages
-	path  []string       // path from the object to the metadata
-	found []gjson.Result // found[i] is the object at path[:i] (found[0] is the root); len(found)-1 levels exist
-	// foundBuf holds found for the kinds' paths, up to five levels deep.
-	foundBuf [6]gjson.Result
-	meta     gjson.Result // the metadata object, if every level exists
+	src *string // the whole object, as received, shared by its templates
+	// field is the JSON path of the object, for messages, or of the array
+	// holding it when elem is not 0: the object is then element elem-1.
+	field string
+	elem  int
+	path  []string // path from the object to the metadata
+	// found[i] is where the object at path[:i] is (found[0] is the root);
+	// len(found)-1 levels exist. foundBuf holds found for the kinds'
+	// paths, up to five levels deep.
+	found    []span
+	foundBuf [6]span
+	meta     span // the metadata object, if every level exists
 	// annotations is the annotations map, once annotation() has found it.
-	annotations gjson.Result
+	annotations span
+	// metaPath is metaField, once spelled out.
+	metaPath string
+}
+
+// span is where an object of a podMeta's text is: text[at:end], at offset
+// at in the text the gjson values were read from. end is 0 when there is
+// none.
+type span struct{ at, end int32 }
+
+func spanOf(v gjson.Result) span { return span{int32(v.Index), int32(v.Index + len(v.Raw))} }
+
+// object is the object at sp as a gjson value, as reading it gave it; it
+// does not exist when sp is empty.
+func (pm *podMeta) object(sp span) gjson.Result {
+	if sp.end == 0 {
+		return gjson.Result{}
+	}
+	return gjson.Result{Type: gjson.JSON, Raw: (*pm.src)[sp.at:sp.end], Index: int(sp.at)}
 }
 
 // locate walks raw along path. Levels that are absent or null are fine (a
 // partial object); a level of the wrong type or a duplicated key is not.
 func locate(raw string, field string, path []string) (*podMeta, error) {
 	raw = trimSpace(raw) // gjson's top-level Raw runs to the end of its input
-	return locateAt(raw, gjson.Parse(raw), field, path)
+	return locateAt(&raw, gjson.Parse(raw), field, 0, path)
 }
 
-// locateAt is locate from start, an object inside raw (found by walking
-// raw, so its offsets are raw's) whose JSON path is field.
-func locateAt(raw string, start gjson.Result, field string, path []string) (*podMeta, error) {
+// locateAt is locate from start, an object inside *src (found by walking
+// it, so its offsets are those of *src) whose JSON path is field, or when
+// elem is not 0 element elem-1 of the array at field.
+func locateAt(src *string, start gjson.Result, field string, elem int, path []string) (*podMeta, error) {
 	if !isObject(start) {
-		return nil, malformed(field, "must be an object, got "+typeName(start))
+		return nil, malformed(elementField(field, elem), "must be an object, got "+typeName(start))
 	}
 	pm := newPodMeta()
-	pm.raw, pm.field, pm.path = raw, field, path
-	pm.found = append(pm.foundBuf[:0], start)
+	pm.src, pm.field, pm.elem, pm.path = src, field, elem, path
+	pm.found = append(pm.foundBuf[:0], spanOf(start))
 	cur := start
 	for i, key := range path {
 		// The field's path is only spelled out for a message: building it
 		// at every level of every request cost an allocation per level.
 		next, err := member(cur, "", key)
 		if err != nil {
-			return nil, malformed(pathField(field, path[:i+1]), "duplicate key")
+			return nil, malformed(pathField(elementField(field, elem), path[:i+1]), "duplicate key")
 		}
 		if !present(next) {
 			return pm, nil
 		}
 		if !isObject(next) {
-			return nil, malformed(pathField(field, path[:i+1]), "must be an object, got "+typeName(next))
+			return nil, malformed(pathField(elementField(field, elem), path[:i+1]), "must be an object, got "+typeName(next))
 		}
-		pm.found = append(pm.found, next)
+		pm.found = append(pm.found, spanOf(next))
 		cur = next
 	}
-	pm.meta = cur
+	pm.meta = spanOf(cur)
 	return pm, nil
+}
+
+// elementField is field, or when elem is not 0 element elem-1 of the
+// array at field.
+func elementField(field string, elem int) string {
+	if elem == 0 {
+		return field
+	}
+	return indexField(field, elem-1)
 }
 
 // pathField is the JSON path of the keys path below field.
@@ -103,16 +147,23 @@ func pathField(field string, path []string) string {
 	return field
 }
 
-func (pm *podMeta) metaField() string { return pathField(pm.field, pm.path) }
+// metaField is the JSON path of the metadata, spelled out once.
+func (pm *podMeta) metaField() string {
+	if pm.metaPath == "" {
+		pm.metaPath = pathField(elementField(pm.field, pm.elem), pm.path)
+	}
+	return pm.metaPath
+}
 
 // stringMapEntry reads key from the string map mapName (annotations or
 // labels) of the metadata. ok is false when the map or the key is absent.
 func (pm *podMeta) stringMapEntry(mapName, key string) (value gjson.Result, ok bool, err error) {
-	if !pm.meta.Exists() {
+	meta := pm.object(pm.meta)
+	if !meta.Exists() {
 		return gjson.Result{}, false, nil
 	}
 	// Field paths are spelled out only for a message.
-	m, err := member(pm.meta, "", mapName)
+	m, err := member(meta, "", mapName)
 	if err != nil {
 		return gjson.Result{}, false, malformed(join(pm.metaField(), mapName), "duplicate key")
 	}
@@ -123,7 +174,7 @@ func (pm *podMeta) stringMapEntry(mapName, key string) (value gjson.Result, ok b
 		return gjson.Result{}, false, malformed(join(pm.metaField(), mapName), "must be an object, got "+typeName(m))
 	}
 	if mapName == "annotations" {
-		pm.annotations = m
+		pm.annotations = spanOf(m)
 	}
 	v, err := member(m, "", key)
 	if err != nil {
@@ -145,10 +196,20 @@ func (pm *podMeta) annotation() (value, raw string, ok bool, err error) {
 	return str(v), v.Raw, ok, err
 }
 
-// splice is one change to an object's text: raw[start:end] becomes text.
+// splice is one change to an object's text: raw[start:end] becomes the
+// annotation set to token, written by appendText. It is written straight
+// into the answer rather than built on its own: a workload's ten thousand
+// templates made as many small allocations, which the collector then
+// scanned.
 type splice struct {
 	start, end int
-	text       []byte
+	meta       *podMeta
+	token      []byte
+	// from is the first level of meta's path (then annotations, then the
+	// annotation) to write; insert says whether it is a new member (else
+	// its value replaces the one there), comma whether one goes before it.
+	from          int
+	insert, comma bool
 }
 
 // appendWithAnnotation appends the object with the user.info annotation
@@ -158,49 +219,100 @@ type splice struct {
 // (or null ones) are created as nested objects.
 func (pm *podMeta) appendWithAnnotation(out, valueToken []byte) []byte {
 	sp := pm.splice(valueToken)
-	out = append(out, pm.raw[:sp.start]...)
-	out = append(out, sp.text...)
-	return append(out, pm.raw[sp.end:]...)
+	raw := *pm.src
+	out = append(out, raw[:sp.start]...)
+	out = sp.appendText(out)
+	return append(out, raw[sp.end:]...)
+}
+
+// level is the i-th key from the object to the annotation: the path to the
+// metadata, then annotations, then the annotation's key.
+func (pm *podMeta) level(i int) string {
+	switch {
+	case i < len(pm.path):
+		return pm.path[i]
+	case i == len(pm.path):
+		return "annotations"
+	}
+	return AnnotationKey
 }
 
 // splice is the change that sets the annotation to valueToken.
 func (pm *podMeta) splice(valueToken []byte) splice {
-	// The deepest existing object, and the levels still to create below it.
-	levels := append(append([]string(nil), pm.path...), "annotations", AnnotationKey)
+	// The deepest existing object, and the first level still to create
+	// below it.
 	depth := len(pm.found) - 1 // pm.path[:depth] exist
-	parent := pm.found[depth]
-	if depth == len(pm.path) && isObject(pm.annotations) {
-		parent = pm.annotations
+	parent := pm.object(pm.found[depth])
+	if annotations := pm.object(pm.annotations); depth == len(pm.path) && isObject(annotations) {
+		parent = annotations
 		depth++
 	}
-	missing := levels[depth:]
-
-	// missing[0] becomes a member of parent; the rest nest inside its
-	// value, built from the innermost level out.
-	val := valueToken
-	for i := len(missing) - 1; i >= 1; i-- {
-		wrapped := appendJSONString([]byte{'{'}, missing[i])
-		wrapped = append(wrapped, ':')
-		wrapped = append(wrapped, val...)
-		val = append(wrapped, '}')
-	}
-
-	existing, _ := member(parent, "", missing[0])
+	sp := splice{meta: pm, token: valueToken, from: depth}
+	existing, _ := member(parent, "", pm.level(depth))
 	if existing.Exists() {
 		// An explicit null (or the old annotation value) is replaced in place.
-		return splice{start: existing.Index, end: existing.Index + len(existing.Raw), text: val}
+		sp.start, sp.end = existing.Index, existing.Index+len(existing.Raw)
+		return sp
 	}
 	end := parent.Index + len(parent.Raw) - 1 // the closing brace
-	empty := true
-	parent.ForEach(func(_, _ gjson.Result) bool { empty = false; return false })
-	text := make([]byte, 0, len(missing[0])+len(val)+4)
-	if !empty {
-		text = append(text, ',')
+	sp.start, sp.end, sp.insert, sp.comma = end, end, true, !emptyObject(parent.Raw)
+	return sp
+}
+
+// appendText appends what the splice writes: the level from (as a new
+// member, or the value of the one there), the levels below it nested in
+// it, and the token innermost.
+func (sp *splice) appendText(out []byte) []byte {
+	pm := sp.meta
+	if sp.insert {
+		if sp.comma {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, pm.level(sp.from))
+		out = append(out, ':')
 	}
-	text = appendJSONString(text, missing[0])
-	text = append(text, ':')
-	text = append(text, val...)
-	return splice{start: end, end: end, text: text}
+	last := len(pm.path) + 1 // the annotation's key
+	for i := sp.from + 1; i <= last; i++ {
+		out = append(out, '{')
+		out = appendJSONString(out, pm.level(i))
+		out = append(out, ':')
+	}
+	out = append(out, sp.token...)
+	for i := sp.from + 1; i <= last; i++ {
+		out = append(out, '}')
+	}
+	return out
+}
+
+// textLen is about the length of what appendText writes (exact for the
+// keys of Kubernetes objects and a value without control characters).
+func (sp *splice) textLen() int {
+	pm := sp.meta
+	n := len(sp.token)
+	if sp.insert {
+		if sp.comma {
+			n++
+		}
+		n += jsonStringLen(pm.level(sp.from)) + 1
+	}
+	for i := sp.from + 1; i <= len(pm.path)+1; i++ {
+		n += jsonStringLen(pm.level(i)) + 3 // {"key":...}
+	}
+	return n
+}
+
+// emptyObject reports whether raw, a valid JSON object, has no member.
+func emptyObject(raw string) bool {
+	for i := 1; i < len(raw); i++ {
+		switch raw[i] {
+		case ' ', '\t', '\n', '\r':
+		case '}':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // edit is part of a mutation: the annotation of meta set to token, the
@@ -217,21 +329,28 @@ func appendMutated(out []byte, edits []edit) []byte {
 	if len(edits) == 1 {
 		return edits[0].meta.appendWithAnnotation(out, edits[0].token)
 	}
-	raw := edits[0].meta.raw
+	raw := *edits[0].meta.src
 	splices := make([]splice, len(edits))
 	for i, e := range edits {
 		splices[i] = e.meta.splice(e.token)
 	}
-	// Insertion sort: a handful of templates, and no reflection in TinyGo.
-	for i := 1; i < len(splices); i++ {
-		for j := i; j > 0 && splices[j].start < splices[j-1].start; j-- {
-			splices[j], splices[j-1] = splices[j-1], splices[j]
-		}
+	// In document order. The edits come path by path, and two paths'
+	// templates may interleave (an insertion sort was quadratic there);
+	// slices.SortFunc needs no reflection.
+	slices.SortFunc(splices, func(a, b splice) int { return a.start - b.start })
+	// Room for the whole object at once: grown by appending, a large
+	// object's answer was copied several times over, each copy a new
+	// allocation as large as the request.
+	need := len(raw)
+	for i := range splices {
+		need += splices[i].textLen() - (splices[i].end - splices[i].start)
 	}
+	out = slices.Grow(out, need)
 	pos := 0
-	for _, sp := range splices {
+	for i := range splices {
+		sp := &splices[i]
 		out = append(out, raw[pos:sp.start]...)
-		out = append(out, sp.text...)
+		out = sp.appendText(out)
 		pos = sp.end
 	}
 	return append(out, raw[pos:]...)

@@ -86,7 +86,7 @@ func placeholderFlag(cur *podMeta) (bool, error) {
 func originatorOf(ns string, cur *podMeta) placeholder {
 	var ref ownerRef
 	n := 0
-	cur.meta.Get("ownerReferences").ForEach(func(_, o gjson.Result) bool {
+	cur.object(cur.meta).Get("ownerReferences").ForEach(func(_, o gjson.Result) bool {
 		if o.Get("apiVersion").String() == "v1" && o.Get("kind").String() == "Pod" {
 			n++
 			ref = ownerRef{"v1", "Pod", o.Get("name").String(), o.Get("uid").String()}
@@ -121,7 +121,7 @@ func originatorOf(ns string, cur *podMeta) placeholder {
 		return p
 	}
 	meta := gjson.Get(obj, "metadata")
-	want := podAppID(cur.meta.Get("labels"), cur.meta.Get("annotations"))
+	want := podAppID(cur.object(cur.meta).Get("labels"), cur.object(cur.meta).Get("annotations"))
 	if got, ok := originatorApp(meta, ns, ref.uid, want); !ok {
 		p.failed = p.source + " is in YuniKorn application " + quote(got) + ", not in application " + quote(want) + " that the placeholder names"
 		return p
@@ -206,5 +206,5 @@ func decidePlaceholder(s *Settings, r request, kind kindRef, id identity, cur *p
 // podName is the Pod's name, for messages ("" before the API server
 // generates one).
 func podName(cur *podMeta) string {
-	return cur.meta.Get("name").String()
+	return cur.object(cur.meta).Get("name").String()
 }

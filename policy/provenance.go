@@ -146,6 +146,9 @@ func recordedBy(s *Settings, ns string, ref ownerRef) (source, value, failed str
 	return source, rec.value, ""
 }
 
+// ownerRefFields are the members of an ownerReference controllerRef reads.
+var ownerRefFields = []string{"apiVersion", "kind", "name", "uid"}
+
 // controllerRef reads the controller ownerReference of request.object, or
 // says why there is none to use.
 func controllerRef(object gjson.Result) (ownerRef, string) {
@@ -156,13 +159,20 @@ func controllerRef(object gjson.Result) (ownerRef, string) {
 	var ref ownerRef
 	n := 0
 	problem := ""
+	// Declared once, not per reference: TinyGo puts both on the heap, and
+	// garbage per element made collections, each walking back from the
+	// pointers into the payload.
+	var f [4]gjson.Result
 	refs.ForEach(func(_, o gjson.Result) bool {
-		if o.Get("controller").Type != gjson.True {
+		// member, not o.Get: gjson's Get allocates its parse state, which
+		// TinyGo puts on the heap. The first of duplicate keys counts, as
+		// with Get.
+		if c, _ := member(o, "", "controller"); c.Type != gjson.True {
 			return true
 		}
 		n++
-		var f [4]gjson.Result
-		if err := members(o, "metadata.ownerReferences", []string{"apiVersion", "kind", "name", "uid"}, f[:]); err != nil {
+		f = [4]gjson.Result{}
+		if err := members(o, "metadata.ownerReferences", ownerRefFields, f[:]); err != nil {
 			problem = "the controller ownerReference is malformed: " + err.Error()
 			return false
 		}

@@ -256,7 +256,7 @@ func checkSkipped(d decision, check, why string) decision {
 // podObject is the Pod, or the pod template, whose metadata this is.
 func (pm *podMeta) podObject() gjson.Result {
 	if i := len(pm.path) - 1; i < len(pm.found) {
-		return pm.found[i]
+		return pm.object(pm.found[i])
 	}
 	return gjson.Result{}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -167,15 +169,17 @@ func parseAnnotationPath(text string) (annotationPath, string) {
 	return ap, ""
 }
 
-// locate finds the templates of obj (raw, with JSON path field) that ap
-// names, appending them to out: one per element or member a wildcard
-// matches. A template whose holder is absent or null is not there; a level
-// of the wrong type is malformed.
-func (ap *annotationPath) locate(raw string, obj gjson.Result, field string, out []*podMeta) ([]*podMeta, error) {
-	var walk func(cur gjson.Result, curField string, i int) error
-	walk = func(cur gjson.Result, curField string, i int) error {
+// locate finds the templates of obj (the text *src, with JSON path field)
+// that ap names, appending them to out: one per element or member a
+// wildcard matches. A template whose holder is absent or null is not
+// there; a level of the wrong type is malformed.
+func (ap *annotationPath) locate(src *string, obj gjson.Result, field string, out []*podMeta) ([]*podMeta, error) {
+	// elem, when not 0, is 1 + the index of cur in the array curField: the
+	// template's field is spelled out only for a message.
+	var walk func(cur gjson.Result, curField string, elem, i int) error
+	walk = func(cur gjson.Result, curField string, elem, i int) error {
 		if i == len(ap.wild) {
-			pm, err := locateAt(raw, cur, curField, ap.keys)
+			pm, err := locateAt(src, cur, curField, elem, ap.keys)
 			if err != nil || len(pm.found)-1 < ap.must {
 				return err
 			}
@@ -195,31 +199,97 @@ func (ap *annotationPath) locate(raw string, obj gjson.Result, field string, out
 			if err != nil || !present(next) {
 				return err
 			}
-			return walk(next, join(curField, st.key), i+1)
+			return walk(next, join(curField, st.key), 0, i+1)
 		}
 		var err error
 		n := 0
-		seen := map[string]bool{}
+		var seen keySet
 		cur.ForEach(func(k, v gjson.Result) bool {
-			f := curField + "[" + strconv.Itoa(n) + "]"
-			if st.wild == '*' {
-				if seen[str(k)] {
+			f, elem := curField, 0
+			switch {
+			case st.wild == '*':
+				if seen.add(cur, k) {
 					err = malformed(join(curField, str(k)), "duplicate key")
 					return false
 				}
-				seen[str(k)] = true
 				f = join(curField, str(k))
+			case i+1 == len(ap.wild):
+				elem = n + 1
+			default:
+				f = indexField(curField, n)
 			}
 			n++
 			if present(v) {
-				err = walk(v, f, i+1)
+				err = walk(v, f, elem, i+1)
 			}
 			return err == nil
 		})
 		return err
 	}
-	err := walk(obj, field, 0)
+	err := walk(obj, field, 0, 0)
 	return out, err
+}
+
+// keySet is the set of the keys of one JSON object read so far, to find a
+// duplicate. It holds where each key's token is in the object, never the
+// key itself: a key read from the payload is a pointer into the middle of
+// it, which TinyGo's collector pays for by the payload's size at every
+// collection (see podMeta), and a map of them made a map of ten thousand
+// templates quadratic. Its table is pointer-free, so the collector skips
+// it.
+type keySet struct {
+	slots []keySlot // open addressing, a power of two long, at most half full
+	n     int
+}
+
+// keySlot is one key: the hash of its decoded text (0: an empty slot),
+// and where its token is in the object.
+type keySlot struct {
+	hash    uint64
+	at, end int32
+}
+
+// add adds key k (as ForEach gives it) of object obj, and reports whether
+// obj holds it already. Keys compare decoded, as member compares them.
+func (ks *keySet) add(obj, k gjson.Result) (dup bool) {
+	key := str(k)
+	h := uint64(14695981039346656037) // FNV-1a
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	h |= 1
+	if 2*(ks.n+1) > len(ks.slots) {
+		old := ks.slots
+		ks.slots = make([]keySlot, max(16, 2*len(old)))
+		for _, sl := range old {
+			if sl.hash != 0 {
+				ks.slots[ks.free(sl.hash)] = sl
+			}
+		}
+	}
+	mask := uint64(len(ks.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		sl := ks.slots[i]
+		if sl.hash == 0 {
+			at := k.Index - obj.Index
+			ks.slots[i] = keySlot{hash: h, at: int32(at), end: int32(at + len(k.Raw))}
+			ks.n++
+			return false
+		}
+		if sl.hash == h && str(gjson.Parse(obj.Raw[sl.at:sl.end])) == key {
+			return true
+		}
+	}
+}
+
+// free is the first empty slot for hash h.
+func (ks *keySet) free(h uint64) uint64 {
+	mask := uint64(len(ks.slots) - 1)
+	i := h & mask
+	for ks.slots[i].hash != 0 {
+		i = (i + 1) & mask
+	}
+	return i
 }
 
 // locateAll finds every template of a kind: the built-in kinds have one
@@ -233,24 +303,78 @@ func locateAll(raw, field string, wk *workloadKind) ([]*podMeta, error) {
 	}
 	var out []*podMeta
 	for i := range wk.paths {
-		n := len(out)
 		var err error
-		if out, err = wk.paths[i].locate(raw, root, field, out); err != nil {
+		if out, err = wk.paths[i].locate(&raw, root, field, out); err != nil {
 			return nil, err
 		}
-		// Two paths may name one template (spec.*.template... and
-		// spec.head.template...): keep it once.
-		for j := n; j < len(out); j++ {
-			for k := 0; k < n; k++ {
-				if out[k].metaField() == out[j].metaField() {
-					out = append(out[:j], out[j+1:]...)
-					j--
+	}
+	if len(wk.paths) < 2 {
+		return out, nil
+	}
+	return dedupe(out), nil
+}
+
+// dedupe drops the templates found twice (two paths may name one, such as
+// spec.*.template... and spec.head.template...), keeping each where it was
+// found first. A template is known by where the deepest object found on
+// its path is in the document, and the levels still to create below it:
+// sorting them finds the duplicates in n log n, where comparing the path
+// of each with those of the earlier paths was quadratic. The keys are
+// plain integers, which the collector does not follow.
+func dedupe(out []*podMeta) []*podMeta {
+	type place struct{ at, rest, i int32 }
+	places := make([]place, len(out))
+	for i, pm := range out {
+		d := len(pm.found) - 1
+		places[i] = place{pm.found[d].at, int32(len(pm.path) - d), int32(i)}
+	}
+	slices.SortFunc(places, func(a, b place) int {
+		if a.at != b.at {
+			return int(a.at - b.at)
+		}
+		if a.rest != b.rest {
+			return int(a.rest - b.rest)
+		}
+		return int(a.i - b.i)
+	})
+	drop := make([]bool, len(out))
+	for a := 0; a < len(places); {
+		b := a + 1
+		for b < len(places) && places[b].at == places[a].at && places[b].rest == places[a].rest {
+			b++
+		}
+		// Within a run (as many as there are paths, at most), the same
+		// levels to create is the same template.
+		for x := a + 1; x < b; x++ {
+			for y := a; y < x; y++ {
+				if !drop[places[y].i] && slices.Equal(missingLevels(out[places[x].i]), missingLevels(out[places[y].i])) {
+					drop[places[x].i] = true
 					break
 				}
 			}
 		}
+		a = b
 	}
-	return out, nil
+	kept := out[:0]
+	for i, pm := range out {
+		if !drop[i] {
+			kept = append(kept, pm)
+		}
+	}
+	return kept
+}
+
+// missingLevels are the levels of pm's path below the deepest object found.
+func missingLevels(pm *podMeta) []string { return pm.path[len(pm.found)-1:] }
+
+// indexField is field[i], in one allocation.
+func indexField(field string, i int) string {
+	b := make([]byte, 0, len(field)+12)
+	b = append(b, field...)
+	b = append(b, '[')
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, ']')
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // workload returns the workload kind k, if settings name it.
@@ -368,28 +492,24 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 	if err != nil {
 		return decision{}, err
 	}
-	byPlace := make(map[string]*podMeta, len(olds))
-	for _, pm := range olds {
-		byPlace[strings.TrimPrefix(pm.metaField(), "request.oldObject")] = pm
-	}
 	rec, err := recordedValue(olds)
 	if err != nil {
 		return decision{}, err
 	}
 	recorded := rec.ok && rec.disagree == "" // templates that disagree record no one value
 	d := accept("update: unchanged")
-	for _, cur := range locs {
+	matches := matchPlaces(locs, olds)
+	for i, cur := range locs {
 		newValue, _, newPresent, err := cur.annotation()
 		if err != nil {
 			return decision{}, err
 		}
-		where := cur.metaField() + ".annotations"
-		old, existed := byPlace[strings.TrimPrefix(cur.metaField(), "request.object")]
-		if !existed {
+		old := matches[i]
+		if old == nil {
 			switch {
 			case !recorded && !newPresent:
 			case !recorded || (newPresent && newValue != rec.value):
-				d := reject("update: new template, other value", codeForbidden, msgChangeNotAllowed+": "+where)
+				d := reject("update: new template, other value", codeForbidden, msgChangeNotAllowed+": "+cur.metaField()+".annotations")
 				d.claim(newValue)
 				return d, nil
 			case !newPresent:
@@ -411,12 +531,59 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 			}
 			d.rule = "update: removed, restore"
 		default:
-			d := reject("update: changed", codeForbidden, msgChangeNotAllowed+": "+where)
+			d := reject("update: changed", codeForbidden, msgChangeNotAllowed+": "+cur.metaField()+".annotations")
 			d.claim(newValue)
 			return d, nil
 		}
 	}
 	return d, nil
+}
+
+// matchPlaces pairs each template of the new object (locs) with the one at
+// the same place in oldObject (olds), nil for a new one. Both are sorted by
+// place and merged: a map keyed by each template's path spelled out cost
+// several allocations per template on each side.
+func matchPlaces(locs, olds []*podMeta) []*podMeta {
+	const newRoot, oldRoot = "request.object", "request.oldObject"
+	byPlace := func(pms []*podMeta, root string) []int32 {
+		idx := make([]int32, len(pms))
+		for i := range idx {
+			idx[i] = int32(i)
+		}
+		slices.SortFunc(idx, func(a, b int32) int { return comparePlace(pms[a], root, pms[b], root) })
+		return idx
+	}
+	newIdx, oldIdx := byPlace(locs, newRoot), byPlace(olds, oldRoot)
+	matches := make([]*podMeta, len(locs))
+	j := 0
+	for _, i := range newIdx {
+		c := -1
+		for j < len(oldIdx) {
+			if c = comparePlace(olds[oldIdx[j]], oldRoot, locs[i], newRoot); c >= 0 {
+				break
+			}
+			j++
+		}
+		if j < len(oldIdx) && c == 0 {
+			matches[i] = olds[oldIdx[j]]
+		}
+	}
+	return matches
+}
+
+// comparePlace orders templates by their place in their object (a below
+// the JSON path ra, b below rb): the path of the object (or array) holding
+// them, the element, then the path to the metadata. Two templates at the
+// same place have the same metadata path, and templates found twice have
+// been dropped (dedupe), so this is the order of those paths' identity.
+func comparePlace(a *podMeta, ra string, b *podMeta, rb string) int {
+	if c := strings.Compare(strings.TrimPrefix(a.field, ra), strings.TrimPrefix(b.field, rb)); c != 0 {
+		return c
+	}
+	if a.elem != b.elem {
+		return a.elem - b.elem
+	}
+	return slices.Compare(a.path, b.path)
 }
 
 // parseWorkloads reads settings.workloads: a list whose entries are a
