@@ -344,11 +344,11 @@ func TestParseCacheSpecs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []CacheSpec{{APIVersion: "v1", Kind: "Pod", Watch: WatchCluster, Fields: []string{"metadata.name"}, LabelIndex: []string{"a"}}}, specs)
 	for in, want := range map[string]string{
-		`[{"apiVersion":"v1","kind":"Pod","field":["x"]}]`:                            `unknown field "field"`,
-		`[{"apiVersion":"v1","kind":"Pod","watch":"node"}]`:                           `cache declaration[0].watch: "node" is neither`,
-		`[{"apiVersion":"v1","kind":"Pod","fields":["metadata..name"]}]`:              `cache declaration[0].fields[0]: "metadata..name" is not a dotted path`,
-		`[{"apiVersion":"v1","kind":"Pod","labelIndex":["a=b"]}]`:                     `cache declaration[0].labelIndex[0]`,
-		`[{"apiVersion":"v1","kind":"Pod"},{"apiVersion":"v1","kind":"Pod"}]`:         `cache declaration[1]: v1/Pod declared twice`,
+		`[{"apiVersion":"v1","kind":"Pod","field":["x"]}]`:                    `unknown field "field"`,
+		`[{"apiVersion":"v1","kind":"Pod","watch":"node"}]`:                   `cache declaration[0].watch: "node" is neither`,
+		`[{"apiVersion":"v1","kind":"Pod","fields":["metadata..name"]}]`:      `cache declaration[0].fields[0]: "metadata..name" is not a dotted path`,
+		`[{"apiVersion":"v1","kind":"Pod","labelIndex":["a=b"]}]`:             `cache declaration[0].labelIndex[0]`,
+		`[{"apiVersion":"v1","kind":"Pod"},{"apiVersion":"v1","kind":"Pod"}]`: `cache declaration[1]: v1/Pod declared twice`,
 		`[{"kind":"Pod"}]`:                                                            `cache declaration[0]: apiVersion and kind are required`,
 		`{"apiVersion":"v1","kind":"Pod"}`:                                            `cache declaration: json: cannot unmarshal object`,
 		`[{"apiVersion":"v1","kind":"Pod"}] []`:                                       `more than one JSON value`,
