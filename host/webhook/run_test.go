@@ -148,8 +148,9 @@ func TestRun_beforeReady(t *testing.T) {
 	require.NoError(t, <-done)
 
 	ctx2, cancel2 := context.WithCancel(t.Context())
-	base, done = start(ctx2, func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
-	waitFor(t, "listening", func() bool { return readyz(base) == http.StatusServiceUnavailable })
+	waiting := make(chan struct{})
+	_, done = start(ctx2, func(ctx context.Context) error { close(waiting); <-ctx.Done(); return ctx.Err() })
+	<-waiting
 	cancel2()
 	assert.NoError(t, <-done, "a shutdown while waiting for the caches is clean")
 }
