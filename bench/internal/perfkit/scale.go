@@ -1,0 +1,110 @@
+package perfkit
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+)
+
+// ScaleFile holds the results of the scale step (e2e/cmd/scalebench): one
+// serve replica per Pod count of a real API server.
+const ScaleFile = "scale.json"
+
+// PlotScale is the memory and latency against the cluster's Pod count.
+const PlotScale = "scale.png"
+
+// The scale targets (docs/PERFORMANCE.md).
+const (
+	targetScaleRSSMiB = 200
+	targetScaleP99MS  = 5
+)
+
+// ScaleResult is one Pod count's measurements, as scalebench writes them.
+type ScaleResult struct {
+	Pods        int     `json:"pods"`
+	Namespaces  int     `json:"namespaces"`
+	PodBytes    int     `json:"pod_bytes"`
+	FillSeconds float64 `json:"fill_seconds"`
+	ReadyMS     float64 `json:"ready_ms"`
+	SyncMS      float64 `json:"sync_ms"`
+	RSSReadyMiB float64 `json:"rss_ready_mib"`
+	RSSLoadMiB  float64 `json:"rss_load_mib"`
+	RSSPeakMiB  float64 `json:"rss_peak_mib"`
+	Watches     int     `json:"watches"`
+	Rate        int     `json:"rate"`
+	Seconds     float64 `json:"seconds"`
+	Sent        int     `json:"sent"`
+	Allowed     int     `json:"allowed"`
+	Denied      int     `json:"denied"`
+	Errors      int     `json:"errors"`
+	P50MS       float64 `json:"p50_ms"`
+	P99MS       float64 `json:"p99_ms"`
+	MaxMS       float64 `json:"max_ms"`
+	Denial      string  `json:"first_denial,omitempty"`
+	Machine     string  `json:"machine"`
+	Replicas    int     `json:"replicas"`
+}
+
+// readScale reads ScaleFile in dir, sorted by Pod count; none is nil.
+func readScale(dir string) ([]ScaleResult, error) {
+	var rs []ScaleResult
+	if err := readJSON(filepath.Join(dir, ScaleFile), &rs); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	for i, r := range rs {
+		if r.Pods <= 0 || r.Sent <= 0 {
+			return nil, fmt.Errorf("read %s: entry %d: no pods or no reviews", ScaleFile, i)
+		}
+	}
+	slices.SortStableFunc(rs, func(a, b ScaleResult) int { return cmp.Compare(a.Pods, b.Pods) })
+	return rs, nil
+}
+
+// scaleChart is a replica's RSS (after the load, and its peak) and review
+// latency (p50, p99) against the Pods in the cluster, with the targets.
+func scaleChart(rs []ScaleResult) (*figure, string) {
+	if len(rs) == 0 {
+		return nil, "no scale results (" + ScaleFile + ")"
+	}
+	last := rs[len(rs)-1]
+	rss := series{name: "RSS after the load", color: palette[0], glyph: glyphCircle}
+	peak := series{name: "peak RSS (VmHWM, the sync)", color: palette[1], glyph: glyphSquare, dashed: true}
+	p50 := series{name: "p50", color: palette[0], glyph: glyphCircle}
+	p99 := series{name: "p99", color: palette[1], glyph: glyphSquare}
+	for _, r := range rs {
+		x := float64(r.Pods)
+		rss.points = append(rss.points, plotter.XY{X: x, Y: r.RSSLoadMiB})
+		peak.points = append(peak.points, plotter.XY{X: x, Y: r.RSSPeakMiB})
+		p50.points = append(p50.points, plotter.XY{X: x, Y: r.P50MS})
+		p99.points = append(p99.points, plotter.XY{X: x, Y: r.P99MS})
+	}
+	top := newPlot("serve against a real kube-apiserver: memory by Pods in the cluster",
+		fmt.Sprintf("applicationOwnership enforce + trustPodTokens; ~%d B Pods in %d namespaces; %s", last.PodBytes, last.Namespaces, last.Machine),
+		"Pods in the cluster", "MiB per replica")
+	_ = addSeries(top, rss, false)
+	_ = addSeries(top, peak, false)
+	top.Y.Min = 0
+	addRefs(top, []refLine{{value: targetScaleRSSMiB, color: palette[3], label: "target"}})
+	bottom := newPlot("", fmt.Sprintf("review latency at %d reviews/s, %.0fs measured per point", last.Rate, last.Seconds),
+		"Pods in the cluster", "latency (ms)")
+	_ = addSeries(bottom, p50, false)
+	_ = addSeries(bottom, p99, false)
+	bottom.Y.Min = 0
+	addRefs(bottom, []refLine{{value: targetScaleP99MS, color: palette[3], label: "p99 target"}})
+	for _, p := range []*plot.Plot{top, bottom} {
+		if len(rs) > 1 && rs[0].Pods > 0 {
+			p.X.Scale = plot.LogScale{}
+			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		}
+	}
+	return &figure{plots: []*plot.Plot{top, bottom}}, ""
+}
