@@ -36,6 +36,8 @@ type ScaleResult struct {
 	RSSReadyMiB float64 `json:"rss_ready_mib"`
 	RSSLoadMiB  float64 `json:"rss_load_mib"`
 	RSSPeakMiB  float64 `json:"rss_peak_mib"`
+	HeapMiB     float64 `json:"heap_mib"`
+	GoMemLimit  string  `json:"gomemlimit,omitempty"`
 	Watches     int     `json:"watches"`
 	Rate        int     `json:"rate"`
 	Seconds     float64 `json:"seconds"`
@@ -78,20 +80,27 @@ func scaleChart(rs []ScaleResult) (*figure, string) {
 	last := rs[len(rs)-1]
 	rss := series{name: "RSS after the load", color: palette[0], glyph: glyphCircle}
 	peak := series{name: "peak RSS (VmHWM, the sync)", color: palette[1], glyph: glyphSquare, dashed: true}
+	heap := series{name: "Go heap in use", color: palette[2], glyph: glyphTriangle}
 	p50 := series{name: "p50", color: palette[0], glyph: glyphCircle}
 	p99 := series{name: "p99", color: palette[1], glyph: glyphSquare}
 	for _, r := range rs {
 		x := float64(r.Pods)
 		rss.points = append(rss.points, plotter.XY{X: x, Y: r.RSSLoadMiB})
 		peak.points = append(peak.points, plotter.XY{X: x, Y: r.RSSPeakMiB})
+		heap.points = append(heap.points, plotter.XY{X: x, Y: r.HeapMiB})
 		p50.points = append(p50.points, plotter.XY{X: x, Y: r.P50MS})
 		p99.points = append(p99.points, plotter.XY{X: x, Y: r.P99MS})
 	}
+	limit := "no GOMEMLIMIT"
+	if last.GoMemLimit != "" {
+		limit = "GOMEMLIMIT " + last.GoMemLimit
+	}
 	top := newPlot("serve against a real kube-apiserver: memory by Pods in the cluster",
-		fmt.Sprintf("applicationOwnership enforce + trustPodTokens; ~%d B Pods in %d namespaces; %s", last.PodBytes, last.Namespaces, last.Machine),
+		fmt.Sprintf("applicationOwnership enforce + trustPodTokens; ~%d B Pods in %d namespaces; %s; %s", last.PodBytes, last.Namespaces, limit, last.Machine),
 		"Pods in the cluster", "MiB per replica")
 	_ = addSeries(top, rss, false)
 	_ = addSeries(top, peak, false)
+	_ = addSeries(top, heap, false)
 	top.Y.Min = 0
 	addRefs(top, []refLine{{value: targetScaleRSSMiB, color: palette[3], label: "target"}})
 	bottom := newPlot("", fmt.Sprintf("review latency at %d reviews/s, %.0fs measured per point", last.Rate, last.Seconds),

@@ -62,6 +62,11 @@ type Result struct {
 	RSSReadyMiB float64 `json:"rss_ready_mib"`
 	RSSLoadMiB  float64 `json:"rss_load_mib"`
 	RSSPeakMiB  float64 `json:"rss_peak_mib"`
+	// HeapMiB is the Go heap in use after the load (serve's
+	// go_memstats_heap_inuse_bytes); GoMemLimit the GOMEMLIMIT serve ran
+	// with ("" none).
+	HeapMiB    float64 `json:"heap_mib"`
+	GoMemLimit string  `json:"gomemlimit,omitempty"`
 	// Watches: the API server's Pod watches opened by the replica.
 	Watches int `json:"watches"`
 	// The load: reviews sent at Rate for Seconds after a warm-up.
@@ -100,6 +105,7 @@ type options struct {
 	out         string
 	writers     int
 	connections int
+	goMemLimit  string
 }
 
 func run(ctx context.Context) error {
@@ -115,6 +121,7 @@ func run(ctx context.Context) error {
 	flag.StringVar(&o.out, "out", "../build/bench/scale.json", "results file")
 	flag.IntVar(&o.writers, "writers", 48, "concurrent Pod creates")
 	flag.IntVar(&o.connections, "connections", 8, "connections of the review load")
+	flag.StringVar(&o.goMemLimit, "gomemlimit", "", `GOMEMLIMIT of serve ("204MiB" is what serve sets itself under the chart's 256 MiB container limit); "" none`)
 	flag.Parse()
 	for _, s := range strings.Split(steps, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -170,6 +177,14 @@ func run(ctx context.Context) error {
 	if err := os.WriteFile(settings, []byte(`{"applicationOwnership":"enforce","trustPodTokens":true}`), 0o600); err != nil {
 		return err
 	}
+	// serve only: the cluster's processes have started.
+	if o.goMemLimit != "" {
+		if err := os.Setenv("GOMEMLIMIT", o.goMemLimit); err != nil {
+			return err
+		}
+	} else if err := os.Unsetenv("GOMEMLIMIT"); err != nil {
+		return err
+	}
 	f := &filler{cs: cs, o: o, log: log}
 	if err := f.namespaces(ctx); err != nil {
 		return err
@@ -180,7 +195,8 @@ func run(ctx context.Context) error {
 		if err := f.fill(ctx, n); err != nil {
 			return err
 		}
-		r := Result{Pods: n, Namespaces: o.namespaces, FillSeconds: time.Since(began).Seconds(), Rate: o.rate, Replicas: 1, Machine: machine()}
+		r := Result{Pods: n, Namespaces: o.namespaces, FillSeconds: time.Since(began).Seconds(), Rate: o.rate, Replicas: 1, Machine: machine(),
+			GoMemLimit: o.goMemLimit}
 		log.Info("pods written", "pods", n, "seconds", r.FillSeconds)
 		if r.PodBytes, err = f.podBytes(ctx); err != nil {
 			return err
@@ -381,8 +397,37 @@ func measure(ctx context.Context, c *cluster.Cluster, r *Result, o options, f *f
 	if err := load(ctx, w.BaseURL, r, o, f); err != nil {
 		return err
 	}
-	r.RSSLoadMiB, r.RSSPeakMiB, err = rss(pid)
-	return err
+	if r.RSSLoadMiB, r.RSSPeakMiB, err = rss(pid); err != nil {
+		return err
+	}
+	r.HeapMiB = heapInUse(ctx, w.Process.Args)
+	return nil
+}
+
+// heapInUse reads go_memstats_heap_inuse_bytes from serve's metrics
+// address (its --metrics-listen), in MiB; 0 when it cannot.
+func heapInUse(ctx context.Context, args []string) float64 {
+	i := slices.Index(args, "--metrics-listen")
+	if i < 0 || i+1 >= len(args) {
+		return 0
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+args[i+1]+"/metrics", nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, "go_memstats_heap_inuse_bytes "); ok {
+			b, _ := strconv.ParseFloat(v, 64)
+			return b / (1 << 20)
+		}
+	}
+	return 0
 }
 
 // syncMS reads the "caches synced" line of serve's JSON log.
