@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -249,6 +250,23 @@ func TestCluster_oneWatchPerResource(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"pods in ", "configmaps in a", "configmaps in b"}, watches)
 	assert.Equal(t, 3, c.Watches())
+
+	// An object that arrives through the watch is pruned as a listed one.
+	late := &unstructured.Unstructured{Object: bigPod("ns-3", "late", map[string]any{"applicationId": "app-1"}, 4096)}
+	_, err = dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Namespace("ns-3").Create(t.Context(), late, metav1.CreateOptions{})
+	require.NoError(t, err)
+	var got json.RawMessage
+	require.Eventually(t, func() bool {
+		got, err = c.Get(t.Context(), podResource, "ns-3", "late", false)
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.NotContains(t, string(got), "status")
+	assert.NotContains(t, string(got), "managedFields")
+	assert.Less(t, len(got), 1024)
+	items, err = c.List(t.Context(), podResource, "", labels.SelectorFromSet(labels.Set{"applicationId": "app-1"}), fields.Everything())
+	require.NoError(t, err)
+	assert.Len(t, items, 11, "and indexed")
+	assert.Equal(t, []string{"pods in ", "configmaps in a", "configmaps in b"}, listActions(dyn), "still one list")
 }
 
 // TestCluster_warm: Warm syncs the kinds before the first read, and waits,
