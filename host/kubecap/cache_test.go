@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,14 +283,32 @@ func TestCluster_warm(t *testing.T) {
 
 	c, dyn = scaleCluster(t, []CacheSpec{{APIVersion: "v1", Kind: "ConfigMap", Watch: WatchCluster}})
 	c.opts.SyncTimeout = 200 * time.Millisecond
+	var refuse atomic.Bool
+	refuse.Store(true)
 	dyn.PrependReactor("list", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, errors.New("connection refused")
+		if refuse.Load() {
+			return true, nil, errors.New("connection refused")
+		}
+		return false, nil, nil
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
 	defer cancel()
 	err = c.Warm(ctx, []Resource{{"v1", "ConfigMap"}})
 	require.ErrorContains(t, err, "warm the cache of v1/ConfigMap")
 	assert.ErrorContains(t, err, "not synced within 200ms")
+	began = time.Now()
+	_, err = c.Get(t.Context(), Resource{"v1", "ConfigMap"}, "ns", "x", false)
+	assert.ErrorContains(t, err, "not synced within 200ms")
+	assert.Less(t, time.Since(began), 50*time.Millisecond, "an unsynced watch answers its error at once")
+
+	// The informer was not given up: once the API server answers, the
+	// same watch syncs (a first list longer than SyncTimeout, or access
+	// granted later), with no second list started by the host.
+	refuse.Store(false)
+	require.NoError(t, c.Warm(t.Context(), []Resource{{"v1", "ConfigMap"}}))
+	_, err = c.Get(t.Context(), Resource{"v1", "ConfigMap"}, "ns", "x", false)
+	assert.ErrorIs(t, err, ErrNotFound)
+	assert.Equal(t, 1, c.Watches())
 }
 
 // TestHostCalls_apiServerSlowOrUnreachable: against an API server that

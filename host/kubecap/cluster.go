@@ -97,19 +97,17 @@ type scopeKey struct {
 }
 
 // scope is one informer: its store is usable once synced is closed and err
-// is nil. A scope that failed to sync is kept, with its error, until
-// retryAt, so that admissions fail fast instead of each waiting.
+// is nil. A scope that has not synced within SyncTimeout holds that error,
+// so that admissions fail fast instead of each waiting, until it syncs.
 type scope struct {
-	store   cache.Indexer
-	labels  *labelIndex
-	synced  chan struct{}
-	err     error
-	retryAt time.Time
-	stop    context.CancelFunc
+	store  cache.Indexer
+	labels *labelIndex
+	synced chan struct{}
+	err    error
 }
 
-// failedScopeRetry is how long a scope that could not sync answers with
-// its error before it is tried again.
+// failedScopeRetry is how long a kind the API server did not serve is
+// taken as unserved before discovery is asked again.
 const failedScopeRetry = 30 * time.Second
 
 type reviewAnswer struct {
@@ -235,9 +233,6 @@ func (c *Cluster) store(ctx context.Context, r Resource, k kindInfo, ns string) 
 	if s == nil || s.err != nil {
 		s = c.scopes[scopeKey{r, ns}]
 	}
-	if s != nil && s.err != nil && time.Now().After(s.retryAt) {
-		s = nil
-	}
 	if s == nil {
 		s = c.startScope(r, k, ns)
 		c.scopes[scopeKey{r, ns}] = s
@@ -267,7 +262,7 @@ func inNamespace(ns string) string {
 // startScope starts one informer; its first list is waited for in the
 // background, bounded by SyncTimeout. c.mu is held.
 func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
-	ctx, stop := context.WithCancel(c.runCtx)
+	ctx := c.runCtx
 	spec := c.specs[r]
 	keep := newKeeper(r, spec.Fields)
 	var ri dynamic.ResourceInterface = c.dynamic.Resource(k.gvr)
@@ -284,21 +279,31 @@ func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 		&unstructured.Unstructured{},
 		cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: r.String() + inNamespace(ns)})
 	_ = inf.SetTransform(keep.transform) // fails only once started
-	s := &scope{store: inf.GetIndexer(), labels: li, synced: make(chan struct{}), stop: stop}
+	s := &scope{store: inf.GetIndexer(), labels: li, synced: make(chan struct{})}
 	go inf.RunWithContext(ctx)
 	began := time.Now()
 	go func() {
-		defer close(s.synced)
 		syncCtx, cancel := context.WithTimeout(ctx, c.opts.SyncTimeout)
 		defer cancel()
 		if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
-			stop()
+			// Reads now fail at once, naming why, rather than each
+			// waiting; the informer keeps listing (client-go retries with
+			// backoff), so a large first list or access granted later
+			// still ends in a synced cache.
 			err := fmt.Errorf("watch %s%s: not synced within %s (are list and watch allowed for this account?)", r, inNamespace(ns), c.opts.SyncTimeout)
 			c.mu.Lock()
-			s.err, s.retryAt = err, time.Now().Add(failedScopeRetry)
+			s.err = err
 			c.mu.Unlock()
-			c.opts.Logger.Warn("cannot watch for the policy", "resource", r.String(), "namespace", ns, "error", err)
-			return
+			close(s.synced)
+			c.opts.Logger.Warn("cannot watch for the policy yet", "resource", r.String(), "namespace", ns, "error", err)
+			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				return
+			}
+			c.mu.Lock()
+			s.err = nil
+			c.mu.Unlock()
+		} else {
+			close(s.synced)
 		}
 		c.opts.Logger.Info("watching for the policy", "resource", r.String(), "namespace", ns,
 			"objects", len(inf.GetIndexer().ListKeys()), "sync_ms", time.Since(began).Milliseconds())
@@ -307,12 +312,12 @@ func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 }
 
 // Warm starts the watches of rs over all namespaces and waits until each
-// has synced or ctx ends; a watch that fails is tried again (every
-// failedScopeRetry) until then. serve calls it before /readyz turns 200,
-// so that the first reviews read a synced cache.
+// has synced or ctx ends, however long the first list takes (the
+// informer keeps trying). serve calls it before /readyz turns 200, so
+// that the first reviews read a synced cache.
 func (c *Cluster) Warm(ctx context.Context, rs []Resource) error {
 	for _, r := range rs {
-		for {
+		for tries := 0; ; tries++ {
 			k, err := c.kind(r)
 			if err == nil {
 				_, err = c.store(ctx, r, k, "")
@@ -320,7 +325,9 @@ func (c *Cluster) Warm(ctx context.Context, rs []Resource) error {
 			if err == nil {
 				break
 			}
-			c.opts.Logger.Warn("waiting for a watch the policy needs", "resource", r.String(), "error", err)
+			if tries%30 == 0 {
+				c.opts.Logger.Warn("waiting for a watch the policy needs", "resource", r.String(), "error", err)
+			}
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("warm the cache of %s: %w", r, err)

@@ -71,46 +71,58 @@ func readScale(dir string) ([]ScaleResult, error) {
 	return rs, nil
 }
 
-// scaleChart is a replica's RSS (after the load, and its peak) and review
-// latency (p50, p99) against the Pods in the cluster, with the targets.
+// scaleChart is a replica's RSS (after the load, and its peak), Go heap
+// and review latency (p50, p99) against the Pods in the cluster, one set
+// of lines per GOMEMLIMIT measured, with the targets.
 func scaleChart(rs []ScaleResult) (*figure, string) {
 	if len(rs) == 0 {
 		return nil, "no scale results (" + ScaleFile + ")"
 	}
 	last := rs[len(rs)-1]
-	rss := series{name: "RSS after the load", color: palette[0], glyph: glyphCircle}
-	peak := series{name: "peak RSS (VmHWM, the sync)", color: palette[1], glyph: glyphSquare, dashed: true}
-	heap := series{name: "Go heap in use", color: palette[2], glyph: glyphTriangle}
-	p50 := series{name: "p50", color: palette[0], glyph: glyphCircle}
-	p99 := series{name: "p99", color: palette[1], glyph: glyphSquare}
+	var limits []string
 	for _, r := range rs {
-		x := float64(r.Pods)
-		rss.points = append(rss.points, plotter.XY{X: x, Y: r.RSSLoadMiB})
-		peak.points = append(peak.points, plotter.XY{X: x, Y: r.RSSPeakMiB})
-		heap.points = append(heap.points, plotter.XY{X: x, Y: r.HeapMiB})
-		p50.points = append(p50.points, plotter.XY{X: x, Y: r.P50MS})
-		p99.points = append(p99.points, plotter.XY{X: x, Y: r.P99MS})
-	}
-	limit := "no GOMEMLIMIT"
-	if last.GoMemLimit != "" {
-		limit = "GOMEMLIMIT " + last.GoMemLimit
+		if !slices.Contains(limits, r.GoMemLimit) {
+			limits = append(limits, r.GoMemLimit)
+		}
 	}
 	top := newPlot("serve against a real kube-apiserver: memory by Pods in the cluster",
-		fmt.Sprintf("applicationOwnership enforce + trustPodTokens; ~%d B Pods in %d namespaces; %s; %s", last.PodBytes, last.Namespaces, limit, last.Machine),
+		fmt.Sprintf("applicationOwnership enforce + trustPodTokens; ~%d B Pods in %d namespaces; %s", last.PodBytes, last.Namespaces, last.Machine),
 		"Pods in the cluster", "MiB per replica")
-	_ = addSeries(top, rss, false)
-	_ = addSeries(top, peak, false)
-	_ = addSeries(top, heap, false)
-	top.Y.Min = 0
-	addRefs(top, []refLine{{value: targetScaleRSSMiB, color: palette[3], label: "target"}})
 	bottom := newPlot("", fmt.Sprintf("review latency at %d reviews/s, %.0fs measured per point", last.Rate, last.Seconds),
 		"Pods in the cluster", "latency (ms)")
-	_ = addSeries(bottom, p50, false)
-	_ = addSeries(bottom, p99, false)
-	bottom.Y.Min = 0
+	for i, limit := range limits {
+		name := "no GOMEMLIMIT"
+		if limit != "" {
+			name = "GOMEMLIMIT " + limit
+		}
+		g := []glyph{glyphCircle, glyphSquare, glyphTriangle}[i%3]
+		rss := series{name: "RSS after the load, " + name, color: palette[0], glyph: g, dashed: i > 0}
+		peak := series{name: "peak RSS (VmHWM), " + name, color: palette[1], glyph: g, dashed: i > 0}
+		heap := series{name: "Go heap in use, " + name, color: palette[2], glyph: g, dashed: i > 0}
+		p50 := series{name: "p50, " + name, color: palette[0], glyph: g, dashed: i > 0}
+		p99 := series{name: "p99, " + name, color: palette[1], glyph: g, dashed: i > 0}
+		for _, r := range rs {
+			if r.GoMemLimit != limit {
+				continue
+			}
+			x := float64(r.Pods)
+			rss.points = append(rss.points, plotter.XY{X: x, Y: r.RSSLoadMiB})
+			peak.points = append(peak.points, plotter.XY{X: x, Y: r.RSSPeakMiB})
+			heap.points = append(heap.points, plotter.XY{X: x, Y: r.HeapMiB})
+			p50.points = append(p50.points, plotter.XY{X: x, Y: r.P50MS})
+			p99.points = append(p99.points, plotter.XY{X: x, Y: r.P99MS})
+		}
+		for _, s := range []series{rss, peak, heap} {
+			_ = addSeries(top, s, false)
+		}
+		_ = addSeries(bottom, p50, false)
+		_ = addSeries(bottom, p99, false)
+	}
+	top.Y.Min, bottom.Y.Min = 0, 0
+	addRefs(top, []refLine{{value: targetScaleRSSMiB, color: palette[3], label: "target"}})
 	addRefs(bottom, []refLine{{value: targetScaleP99MS, color: palette[3], label: "p99 target"}})
-	for _, p := range []*plot.Plot{top, bottom} {
-		if len(rs) > 1 && rs[0].Pods > 0 {
+	if rs[0].Pods != last.Pods {
+		for _, p := range []*plot.Plot{top, bottom} {
 			p.X.Scale = plot.LogScale{}
 			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
 		}

@@ -105,7 +105,7 @@ type options struct {
 	out         string
 	writers     int
 	connections int
-	goMemLimit  string
+	goMemLimits []string
 }
 
 func run(ctx context.Context) error {
@@ -121,8 +121,11 @@ func run(ctx context.Context) error {
 	flag.StringVar(&o.out, "out", "../build/bench/scale.json", "results file")
 	flag.IntVar(&o.writers, "writers", 48, "concurrent Pod creates")
 	flag.IntVar(&o.connections, "connections", 8, "connections of the review load")
-	flag.StringVar(&o.goMemLimit, "gomemlimit", "", `GOMEMLIMIT of serve ("204MiB" is what serve sets itself under the chart's 256 MiB container limit); "" none`)
+	var limits string
+	flag.StringVar(&limits, "gomemlimits", "", `GOMEMLIMIT values of serve, comma-separated, one replica measured with each per step `+
+		`("204MiB" is what serve sets itself under the chart's 256 MiB container limit; "" none)`)
 	flag.Parse()
+	o.goMemLimits = strings.Split(limits, ",")
 	for _, s := range strings.Split(steps, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 || (len(o.steps) > 0 && n <= o.steps[len(o.steps)-1]) {
@@ -177,14 +180,6 @@ func run(ctx context.Context) error {
 	if err := os.WriteFile(settings, []byte(`{"applicationOwnership":"enforce","trustPodTokens":true}`), 0o600); err != nil {
 		return err
 	}
-	// serve only: the cluster's processes have started.
-	if o.goMemLimit != "" {
-		if err := os.Setenv("GOMEMLIMIT", o.goMemLimit); err != nil {
-			return err
-		}
-	} else if err := os.Unsetenv("GOMEMLIMIT"); err != nil {
-		return err
-	}
 	f := &filler{cs: cs, o: o, log: log}
 	if err := f.namespaces(ctx); err != nil {
 		return err
@@ -195,23 +190,38 @@ func run(ctx context.Context) error {
 		if err := f.fill(ctx, n); err != nil {
 			return err
 		}
-		r := Result{Pods: n, Namespaces: o.namespaces, FillSeconds: time.Since(began).Seconds(), Rate: o.rate, Replicas: 1, Machine: machine(),
-			GoMemLimit: o.goMemLimit}
-		log.Info("pods written", "pods", n, "seconds", r.FillSeconds)
-		if r.PodBytes, err = f.podBytes(ctx); err != nil {
+		fill := time.Since(began).Seconds()
+		log.Info("pods written", "pods", n, "seconds", fill)
+		podBytes, err := f.podBytes(ctx)
+		if err != nil {
 			return err
 		}
-		if err := measure(ctx, c, &r, o, f, kubeconfig, settings, log); err != nil {
-			return fmt.Errorf("%d pods: %w", n, err)
+		for _, limit := range o.goMemLimits {
+			// serve only: the cluster's processes have started.
+			if err := setGoMemLimit(limit); err != nil {
+				return err
+			}
+			r := Result{Pods: n, Namespaces: o.namespaces, PodBytes: podBytes, FillSeconds: fill, Rate: o.rate, Replicas: 1, Machine: machine(),
+				GoMemLimit: limit}
+			if err := measure(ctx, c, &r, o, f, kubeconfig, settings, log); err != nil {
+				return fmt.Errorf("%d pods: %w", n, err)
+			}
+			log.Info("step", "pods", n, "gomemlimit", limit, "ready_ms", r.ReadyMS, "sync_ms", r.SyncMS, "rss_mib", r.RSSLoadMiB, "peak_mib", r.RSSPeakMiB,
+				"heap_mib", r.HeapMiB, "watches", r.Watches, "p50_ms", r.P50MS, "p99_ms", r.P99MS, "allowed", r.Allowed, "denied", r.Denied, "errors", r.Errors)
+			results = append(results, r)
 		}
-		log.Info("step", "pods", n, "ready_ms", r.ReadyMS, "sync_ms", r.SyncMS, "rss_mib", r.RSSLoadMiB, "peak_mib", r.RSSPeakMiB,
-			"watches", r.Watches, "p50_ms", r.P50MS, "p99_ms", r.P99MS, "allowed", r.Allowed, "denied", r.Denied, "errors", r.Errors)
-		results = append(results, r)
 		if err := write(o.out, results); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func setGoMemLimit(limit string) error {
+	if limit == "" {
+		return os.Unsetenv("GOMEMLIMIT")
+	}
+	return os.Setenv("GOMEMLIMIT", limit)
 }
 
 func write(path string, results []Result) error {
