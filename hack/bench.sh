@@ -17,7 +17,13 @@
 #                 hack/load.sh does                -> $OUT/load-<rate>.json
 #   4. coldstart  exec to /readyz, without and with the compilation cache
 #                                                  -> $OUT/coldstart-{nocache,cache}.json
-#   5. report     perfkit plot and tables: PNGs and results.md in $DOCS, from
+#   5. scale      e2e/cmd/scalebench: a real kube-apiserver (the e2e build in
+#                 ~/.cache/yunikorn-userinfo/e2e) filled with SCALE_PODS Pods
+#                 step by step; one serve replica per step with
+#                 applicationOwnership and trustPodTokens: RSS, first sync,
+#                 Pod watches, review latency at SCALE_RATE
+#                                                  -> $OUT/scale.json
+#   6. report     perfkit plot and tables: PNGs and results.md in $DOCS, from
 #                 everything in $OUT (soak*.jsonl of `make soak` included)
 # A step whose input does not exist yet is skipped with a note; a step that
 # fails is reported and the others still run; the exit status is 1 if any
@@ -28,6 +34,7 @@
 #   QUICK=1        everything very briefly, for CI smoke and tooling checks:
 #                  COUNT=1 BENCHTIME=100ms RATES="500 2000 0" DURATION=1s
 #                  WARMUP=500ms COLDSTART_RUNS=2, scaling sizes up to 100,
+#                  SCALE_PODS=500,2000 SCALE_NAMESPACES=20 SCALE_DURATION=2s,
 #                  and DOCS=$OUT/plots so that quick numbers never land in
 #                  docs/
 #   SKIP           steps to leave out, e.g. SKIP="admission load"
@@ -43,6 +50,9 @@
 #   SCALING_SIZES  sizes the scaling step times, a regexp alternation
 #                                                       (1|10|100|1000|10000; QUICK: 1|10|100)
 #   SCALING_BENCHTIME  go test -benchtime of the scaling step (1s; QUICK: 100ms)
+#   SCALE_PODS     Pod counts of the scale step         (1000,10000,30000,100000)
+#   SCALE_NAMESPACES, SCALE_RATE, SCALE_DURATION
+#                  namespaces, reviews/s, measured load per count (1000, 500, 10s)
 #   BIN, LOADGEN, PERFKIT  executables                  (build/yunikorn-userinfo, build/loadgen, build/perfkit)
 #
 #   make bench
@@ -60,6 +70,9 @@ if [[ "$QUICK" == 1 ]]; then
   COLDSTART_RUNS=${COLDSTART_RUNS:-2}
   SCALING_SIZES=${SCALING_SIZES:-"1|10|100"}
   SCALING_BENCHTIME=${SCALING_BENCHTIME:-100ms}
+  SCALE_PODS=${SCALE_PODS:-500,2000}
+  SCALE_NAMESPACES=${SCALE_NAMESPACES:-20}
+  SCALE_DURATION=${SCALE_DURATION:-2s}
 fi
 SCALING_SIZES=${SCALING_SIZES:-"1|10|100|1000|10000"}
 SCALING_BENCHTIME=${SCALING_BENCHTIME:-1s}
@@ -82,6 +95,10 @@ INSTANCES=${INSTANCES:-$(nproc)}
 PORT=${PORT:-18443}
 METRICS_PORT=${METRICS_PORT:-19090}
 COLDSTART_RUNS=${COLDSTART_RUNS:-10}
+SCALE_PODS=${SCALE_PODS:-1000,10000,30000,100000}
+SCALE_NAMESPACES=${SCALE_NAMESPACES:-1000}
+SCALE_RATE=${SCALE_RATE:-500}
+SCALE_DURATION=${SCALE_DURATION:-10s}
 BIN=${BIN:-build/yunikorn-userinfo}
 LOADGEN=${LOADGEN:-build/loadgen}
 PERFKIT=${PERFKIT:-build/perfkit}
@@ -118,7 +135,7 @@ build_perfkit || { echo "build perfkit failed"; exit 1; }
 
 mkdir -p "$OUT"
 # Results of the steps below only: the soak (make soak) is kept.
-rm -f "$OUT"/perf.txt "$OUT"/scaling.out "$OUT"/admission.txt "$OUT"/load-*.json "$OUT"/coldstart-*.json "$OUT"/machine.json
+rm -f "$OUT"/perf.txt "$OUT"/scaling.out "$OUT"/admission.txt "$OUT"/load-*.json "$OUT"/coldstart-*.json "$OUT"/machine.json "$OUT"/scale.json
 "$PERFKIT" machine --out "$OUT/machine.json"
 echo "$(machine_line), $("$GO" env GOVERSION)"
 quick=
@@ -126,7 +143,7 @@ quick=
 echo "results in $OUT, plots and tables in $DOCS$quick"
 
 # 1. Policy evaluation and instance strategies.
-banner "1/5 perf: go test -bench ./policy/ ./host/conformance/ (count $COUNT)"
+banner "1/6 perf: go test -bench ./policy/ ./host/conformance/ (count $COUNT)"
 if skipped perf; then
   note "skipped (SKIP)"
 else
@@ -141,7 +158,7 @@ fi
 
 # 1b. How the cost grows with the request: once, sizes in decades. Saved as
 # .out, not .txt: perfkit's tables pair fixtures, and these are not its.
-banner "1b/5 scaling: BenchmarkScaling at n=$SCALING_SIZES, native, wasm, wasm-fresh and host ($SCALING_BENCHTIME each)"
+banner "1b/6 scaling: BenchmarkScaling at n=$SCALING_SIZES, native, wasm, wasm-fresh and host ($SCALING_BENCHTIME each)"
 if skipped scaling; then
   note "skipped (SKIP)"
 else
@@ -158,7 +175,7 @@ else
 fi
 
 # 2. The peer: YuniKorn's admission controller, from its own module.
-banner "2/5 admission: go test -bench in bench/ (count $COUNT)"
+banner "2/6 admission: go test -bench in bench/ (count $COUNT)"
 if skipped admission; then
   note "skipped (SKIP)"
 elif [[ ! -f bench/go.mod ]] || [[ -z "$(find bench -name '*_test.go' -print -quit)" ]]; then
@@ -170,7 +187,7 @@ else
 fi
 
 # 3. The webhook under load, as hack/load.sh runs it.
-banner "3/5 load: serve --instances $INSTANCES, loadgen at rates $RATES ($CONNECTIONS connections, $WARMUP + $DURATION each)"
+banner "3/6 load: serve --instances $INSTANCES, loadgen at rates $RATES ($CONNECTIONS connections, $WARMUP + $DURATION each)"
 if skipped load; then
   note "skipped (SKIP)"
 else
@@ -198,7 +215,7 @@ else
 fi
 
 # 4. Cold start, with no server running.
-banner "4/5 coldstart: $COLDSTART_RUNS starts without, then with, the compilation cache"
+banner "4/6 coldstart: $COLDSTART_RUNS starts without, then with, the compilation cache"
 if skipped coldstart; then
   note "skipped (SKIP)"
 else
@@ -209,8 +226,20 @@ else
     --out "$OUT/coldstart-cache.json" || fail coldstart-cache "perfkit coldstart --cache-dir"
 fi
 
-# 5. Plots and tables from everything in $OUT.
-banner "5/5 report: perfkit plot and tables into $DOCS"
+# 5. A real API server with many Pods.
+banner "5/6 scale: serve against kube-apiserver with $SCALE_PODS Pods in $SCALE_NAMESPACES namespaces, $SCALE_RATE reviews/s"
+if skipped scale; then
+  note "skipped (SKIP)"
+else
+  bin_abs=$(realpath "$BIN")
+  out_abs=$(realpath "$OUT")
+  (cd e2e && CGO_ENABLED=0 "$GO" run ./cmd/scalebench -pods "$SCALE_PODS" -namespaces "$SCALE_NAMESPACES" \
+    -rate "$SCALE_RATE" -duration "$SCALE_DURATION" -serve "$bin_abs" -out "$out_abs/scale.json") ||
+    fail scale "e2e/cmd/scalebench"
+fi
+
+# 6. Plots and tables from everything in $OUT.
+banner "6/6 report: perfkit plot and tables into $DOCS"
 "$PERFKIT" plot --in "$OUT" --out "$DOCS" || fail plot "perfkit plot"
 "$PERFKIT" tables --in "$OUT" --out "$DOCS/results.md" || fail tables "perfkit tables"
 [[ -f "$DOCS/results.md" ]] && { echo; cat "$DOCS/results.md"; }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -16,18 +19,54 @@ import (
 )
 
 // contextResources are the kinds a module's metadata declares it reads
-// (contextAwareResources); none for a module without metadata, as under
+// (contextAwareResources), and how it lets this host cache them (the
+// kubecap.CacheAnnotation); none for a module without metadata, as under
 // policy-server.
-func contextResources(module []byte) ([]kubecap.Resource, error) {
+func contextResources(module []byte) ([]kubecap.Resource, []kubecap.CacheSpec, error) {
 	section, ok, err := metadata.ReadCustomSection(module, metadata.SectionName)
 	if err != nil || !ok {
-		return nil, err
+		return nil, nil, err
 	}
 	md, err := metadata.Decode(section)
 	if err != nil {
-		return nil, fmt.Errorf("read the module's metadata: %w", err)
+		return nil, nil, fmt.Errorf("read the module's metadata: %w", err)
 	}
-	return kubecap.ResourcesOf(md.ContextAwareResources), nil
+	var specs []kubecap.CacheSpec
+	if v, ok := md.Annotations[kubecap.CacheAnnotation]; ok {
+		if specs, err = kubecap.ParseCacheSpecs([]byte(v)); err != nil {
+			return nil, nil, fmt.Errorf("the module's metadata annotation %s: %w", kubecap.CacheAnnotation, err)
+		}
+	}
+	return kubecap.ResourcesOf(md.ContextAwareResources), specs, nil
+}
+
+// capabilityOptions say where the Kubernetes capabilities are answered
+// from: a replay directory, or an API server (kubeconfig: a file, or
+// "in-cluster").
+type capabilityOptions struct {
+	contextDir, kubeconfig string
+	// cache, a JSON list of kubecap.CacheSpec, replaces the module's
+	// declaration kind by kind.
+	cache string
+	// syncBeforeReady are the kinds ("apiVersion/Kind", as v1/Pod or
+	// ray.io/v1/RayJob) whose watch over all namespaces must have synced
+	// before serve reports ready.
+	syncBeforeReady []string
+	observe         func(op, outcome string, d time.Duration)
+}
+
+// parseResourceList reads "v1/Pod", "ray.io/v1/RayJob", ...: the kind is
+// after the last slash.
+func parseResourceList(flag string, list []string) ([]kubecap.Resource, error) {
+	var out []kubecap.Resource
+	for _, s := range list {
+		i := strings.LastIndex(s, "/")
+		if i <= 0 || i == len(s)-1 {
+			return nil, fmt.Errorf("invalid %s %q: want apiVersion/Kind, as v1/Pod or ray.io/v1/RayJob", flag, s)
+		}
+		out = append(out, kubecap.Resource{APIVersion: s[:i], Kind: s[i+1:]})
+	}
+	return out, nil
 }
 
 // serviceAccountToken is where Kubernetes mounts a Pod's service account
@@ -64,37 +103,62 @@ func kubeConfig(path string) (*rest.Config, error) {
 }
 
 // capabilityHostCalls answers the Kubernetes capabilities from a replay
-// directory or from an API server (kubeconfig: a file, or "in-cluster"),
-// limited to what the module declares. Neither: nil, the engine's default
-// (which refuses them). The cluster's watches end with ctx.
-func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte, contextDir, kubeconfig string,
-	observe func(op, outcome string, d time.Duration)) (engine.HostCallHandler, error) {
-	if contextDir == "" && kubeconfig == "" {
-		return nil, nil
+// directory or from an API server, limited to what the module declares.
+// Neither: nil, the engine's default (which refuses them). The cluster's
+// watches end with ctx. warm, never nil, waits for the watches of
+// o.syncBeforeReady.
+func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte, o capabilityOptions) (
+	h engine.HostCallHandler, warm func(context.Context) error, err error) {
+	warm = func(context.Context) error { return nil }
+	if o.contextDir == "" && o.kubeconfig == "" {
+		if len(o.syncBeforeReady) > 0 {
+			return nil, nil, errors.New("--sync-before-ready needs an API server (--kubeconfig, or serve in a Pod with a service account token)")
+		}
+		return nil, warm, nil
 	}
-	resources, err := contextResources(module)
+	resources, specs, err := contextResources(module)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if o.cache != "" {
+		over, err := kubecap.ParseCacheSpecs([]byte(o.cache))
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid --cache: %w", err)
+		}
+		specs = kubecap.MergeCacheSpecs(specs, over)
+	}
+	sync, err := parseResourceList("--sync-before-ready", o.syncBeforeReady)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range sync {
+		if !slices.Contains(resources, r) {
+			return nil, nil, fmt.Errorf("invalid --sync-before-ready %s: the module does not declare it in contextAwareResources", r)
+		}
 	}
 	var backend kubecap.Backend
-	if contextDir != "" {
-		r, err := kubecap.LoadReplay(contextDir)
+	if o.contextDir != "" {
+		r, err := kubecap.LoadReplay(o.contextDir)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		backend = r
 	} else {
-		cfg, err := kubeConfig(kubeconfig)
+		cfg, err := kubeConfig(o.kubeconfig)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		c, err := kubecap.NewCluster(ctx, kubecap.ClusterOptions{Config: cfg, Resources: resources, Logger: logger.With("component", "kubernetes")})
+		c, err := kubecap.NewCluster(ctx, kubecap.ClusterOptions{Config: cfg, Resources: resources, Cache: specs, Logger: logger.With("component", "kubernetes")})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		go func() { <-ctx.Done(); c.Close() }()
 		backend = c
+		if len(sync) > 0 {
+			warm = func(ctx context.Context) error { return c.Warm(ctx, sync) }
+		}
 	}
-	return kubecap.HostCalls(kubecap.Options{Backend: backend, Resources: resources, Logger: logger.With("component", "kubernetes"),
-		Next: engine.KubewardenHostCalls(logger), Observe: observe})
+	h, err = kubecap.HostCalls(kubecap.Options{Backend: backend, Resources: resources, Logger: logger.With("component", "kubernetes"),
+		Next: engine.KubewardenHostCalls(logger), Observe: o.observe})
+	return h, warm, err
 }

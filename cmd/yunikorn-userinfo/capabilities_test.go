@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
 )
 
 // contextGuest is the test guest annotated with metadata that declares
@@ -92,4 +94,37 @@ func TestRun_contextFlagErrors(t *testing.T) {
 	res = runCLI(t, "", "run", guestPath, "-r", requestPath, "--kubeconfig", "/nonexistent/kubeconfig")
 	assert.Equal(t, 1, res.code)
 	assert.Contains(t, res.stderr, "read --kubeconfig /nonexistent/kubeconfig")
+}
+
+// TestEmbeddedCacheDeclaration: the embedded module declares how every
+// kind it reads may be cached, keeping each field the policy reads of it:
+// of a Pod, what application ownership and the pod-token proof read
+// (labels, annotations, uid, spec.schedulerName), and the labels that
+// carry an application ID indexed; of an owner, its spec, where the
+// workloads settings name the templates.
+func TestEmbeddedCacheDeclaration(t *testing.T) {
+	resources, specs, err := contextResources(embeddedPolicy)
+	require.NoError(t, err)
+	require.NotEmpty(t, resources)
+	byKind := map[kubecap.Resource]kubecap.CacheSpec{}
+	for _, s := range specs {
+		byKind[kubecap.Resource{APIVersion: s.APIVersion, Kind: s.Kind}] = s
+	}
+	for _, r := range resources {
+		s, ok := byKind[r]
+		require.True(t, ok, "%s has a cache declaration", r)
+		assert.Subset(t, s.Fields, []string{"metadata.name", "metadata.uid"}, r.String())
+		if r.Kind != "ConfigMap" {
+			assert.Equal(t, kubecap.WatchCluster, s.Watch, "%s: one watch", r)
+		}
+		if r.APIVersion != "v1" {
+			assert.Subset(t, s.Fields, []string{"metadata.annotations", "spec"}, r.String())
+		}
+	}
+	pod := byKind[kubecap.Resource{APIVersion: "v1", Kind: "Pod"}]
+	assert.Subset(t, pod.Fields, []string{"metadata.labels", "metadata.annotations", "metadata.ownerReferences", "spec.schedulerName"})
+	assert.ElementsMatch(t, []string{"yunikorn.apache.org/app-id", "applicationId", "spark-app-selector"}, pod.LabelIndex)
+	cm := byKind[kubecap.Resource{APIVersion: "v1", Kind: "ConfigMap"}]
+	assert.Equal(t, kubecap.WatchNamespace, cm.Watch, "the chart grants ConfigMaps in YuniKorn's namespace only")
+	assert.Subset(t, cm.Fields, []string{"data", "binaryData"})
 }

@@ -41,6 +41,8 @@ type serveFlags struct {
 	validateOverlay string
 	kubeconfig      string
 	contextDir      string
+	cache           string
+	syncBeforeReady []string
 	settingsReload  time.Duration
 	monitor         bool
 	certReload      time.Duration
@@ -73,8 +75,9 @@ without MODULE) as a Kubernetes admission webhook.
 
 HTTPS on --listen: POST /mutate takes an AdmissionReview (admission.k8s.io/v1)
 and always answers one; GET /healthz reports the process alive; GET /readyz
-answers 200 once the module is compiled, its protocol version checked and its
-settings accepted by validate_settings, and 503 again while shutting down.
+answers 200 once the module is compiled, its protocol version checked, its
+settings accepted by validate_settings and the caches of --sync-before-ready
+synced, and 503 again while shutting down.
 Plain HTTP on --metrics-listen: GET /metrics (Prometheus).
 
 The certificate and key are reloaded when their files change, and so are the
@@ -134,6 +137,9 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", `API server for the policy's Kubernetes host capabilities: a kubeconfig file, or "in-cluster" `+
 		`(default: in-cluster when the Pod has a service account token mounted, none otherwise)`)
+	fs.StringVar(&f.cache, "cache", "", "how the host caches the kinds the policy reads, as a JSON list of {apiVersion, kind, watch (cluster or namespace), fields, labelIndex}; "+
+		"each entry replaces the module's own declaration of its kind (metadata annotation "+kubecap.CacheAnnotation+")")
+	fs.StringSliceVar(&f.syncBeforeReady, "sync-before-ready", nil, "kinds (apiVersion/Kind, as v1/Pod) to watch over all namespaces from the start; /readyz answers 200 only once their caches have synced")
 	fs.StringVar(&f.contextDir, "context-dir", "", "answer the policy's Kubernetes host capabilities from this directory of objects instead of an API server (for local use and tests)")
 	fs.StringVar(&f.validateOverlay, "validate-overlay", "", "settings keys, as a JSON object, set over the settings for /validate, the validating webhook "+
 		`(for this policy's validating twin: '{"validateOnly":true}'); without it /validate uses the settings as they are`)
@@ -272,7 +278,8 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		kubeconfig = "in-cluster"
 	}
 	capMetrics := kubecap.NewMetrics("yunikorn_userinfo_")
-	hostCalls, err := capabilityHostCalls(ctx, logger, module, f.contextDir, kubeconfig, capMetrics.Observe)
+	hostCalls, warm, err := capabilityHostCalls(ctx, logger, module, capabilityOptions{contextDir: f.contextDir, kubeconfig: kubeconfig,
+		cache: f.cache, syncBeforeReady: f.syncBeforeReady, observe: capMetrics.Observe})
 	if err != nil {
 		return err
 	}
@@ -315,11 +322,12 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			ReadHeaderTimeout:    f.headerTimeout,
 			IdleTimeout:          f.idleTimeout,
 		},
-		Collectors: append(capMetrics.Collectors(), policyLines),
-		Pprof:      f.pprof,
-		Version:    buildVersion(),
-		Logger:     logger,
-		OnListen:   a.onListen,
+		Collectors:  append(capMetrics.Collectors(), policyLines),
+		Pprof:       f.pprof,
+		BeforeReady: warm,
+		Version:     buildVersion(),
+		Logger:      logger,
+		OnListen:    a.onListen,
 	})
 }
 

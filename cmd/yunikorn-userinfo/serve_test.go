@@ -613,6 +613,17 @@ func TestServe_argumentErrors(t *testing.T) {
 			want: "read settings: open /nonexistent/s.yaml"},
 		{name: "port taken", args: []string{"serve", "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--listen", "256.0.0.1:1"},
 			want: "listen for webhook: "},
+		{name: "sync without an API server", args: []string{"serve", "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--sync-before-ready", "v1/Pod"},
+			want: "--sync-before-ready needs an API server"},
+		{name: "sync of an undeclared kind", args: []string{"serve", "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+			"--context-dir", replayDir, "--sync-before-ready", "v1/Secret"},
+			want: "invalid --sync-before-ready v1/Secret: the module does not declare it"},
+		{name: "sync of no kind", args: []string{"serve", "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+			"--context-dir", replayDir, "--sync-before-ready", "Pod"},
+			want: `invalid --sync-before-ready "Pod": want apiVersion/Kind`},
+		{name: "bad cache declaration", args: []string{"serve", "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+			"--context-dir", replayDir, "--cache", `[{"apiVersion":"v1","kind":"Pod","watch":"everywhere"}]`},
+			want: `invalid --cache: cache declaration[0].watch: "everywhere"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
@@ -34,6 +33,11 @@ type ClusterOptions struct {
 	Config *rest.Config
 	// Resources are the kinds to watch: the module's contextAwareResources.
 	Resources []Resource
+	// Cache declares, per kind, the watch scope, the fields kept and the
+	// labels indexed (the module's CacheAnnotation, and the host's flag
+	// over it). A kind not declared is watched per namespace and kept
+	// whole but for metadata.managedFields.
+	Cache []CacheSpec
 	// SyncTimeout bounds the first list of every watched kind. Default: 30s.
 	SyncTimeout time.Duration
 	// ReviewTTL is how long a SubjectAccessReview answer is reused, as
@@ -71,6 +75,7 @@ type Cluster struct {
 	reviews  SubjectAccessReviewer
 	mapper   meta.RESTMapper
 	declared map[Resource]bool
+	specs    map[Resource]CacheSpec
 	kinds    map[Resource]kindInfo
 	unmapped map[Resource]time.Time // kinds not served at that time
 	runCtx   context.Context
@@ -92,18 +97,17 @@ type scopeKey struct {
 }
 
 // scope is one informer: its store is usable once synced is closed and err
-// is nil. A scope that failed to sync is kept, with its error, until
-// retryAt, so that admissions fail fast instead of each waiting.
+// is nil. A scope that has not synced within SyncTimeout holds that error,
+// so that admissions fail fast instead of each waiting, until it syncs.
 type scope struct {
-	store   cache.Indexer
-	synced  chan struct{}
-	err     error
-	retryAt time.Time
-	stop    context.CancelFunc
+	store  cache.Indexer
+	labels *labelIndex
+	synced chan struct{}
+	err    error
 }
 
-// failedScopeRetry is how long a scope that could not sync answers with
-// its error before it is tried again.
+// failedScopeRetry is how long a kind the API server did not serve is
+// taken as unserved before discovery is asked again.
 const failedScopeRetry = 30 * time.Second
 
 type reviewAnswer struct {
@@ -130,7 +134,7 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Cluster{opts: opts, dynamic: opts.Dynamic, reviews: opts.Reviews, kinds: map[Resource]kindInfo{},
-		declared: map[Resource]bool{}, unmapped: map[Resource]time.Time{},
+		declared: map[Resource]bool{}, specs: map[Resource]CacheSpec{}, unmapped: map[Resource]time.Time{},
 		scopes: map[scopeKey]*scope{}, answered: map[string]reviewAnswer{}}
 	mapper := opts.Mapper
 	if c.dynamic == nil || c.reviews == nil || mapper == nil {
@@ -159,6 +163,9 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		}
 	}
 	c.mapper = mapper
+	for _, s := range opts.Cache {
+		c.specs[s.resource()] = s
+	}
 	for _, r := range opts.Resources {
 		if _, err := schema.ParseGroupVersion(r.APIVersion); err != nil {
 			return nil, fmt.Errorf("kubernetes capabilities: %s: %w", r, err)
@@ -215,18 +222,16 @@ func (c *Cluster) mapKind(r Resource) (kindInfo, error) {
 
 // store returns a synced watch cache holding r's objects in namespace ns
 // ("" for all), starting its informer if none covers it yet, and waiting
-// for its first list at most until ctx ends.
-func (c *Cluster) store(ctx context.Context, r Resource, k kindInfo, ns string) (cache.Indexer, error) {
-	if !k.namespaced {
+// for its first list at most until ctx ends. A kind watched cluster-wide
+// has one informer for every namespace.
+func (c *Cluster) store(ctx context.Context, r Resource, k kindInfo, ns string) (*scope, error) {
+	if !k.namespaced || c.specs[r].Watch == WatchCluster {
 		ns = ""
 	}
 	c.mu.Lock()
 	s := c.scopes[scopeKey{r, ""}]
 	if s == nil || s.err != nil {
 		s = c.scopes[scopeKey{r, ns}]
-	}
-	if s != nil && s.err != nil && time.Now().After(s.retryAt) {
-		s = nil
 	}
 	if s == nil {
 		s = c.startScope(r, k, ns)
@@ -244,7 +249,7 @@ func (c *Cluster) store(ctx context.Context, r Resource, k kindInfo, ns string) 
 	if err != nil {
 		return nil, err
 	}
-	return s.store, nil
+	return s, nil
 }
 
 func inNamespace(ns string) string {
@@ -257,27 +262,94 @@ func inNamespace(ns string) string {
 // startScope starts one informer; its first list is waited for in the
 // background, bounded by SyncTimeout. c.mu is held.
 func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
-	ctx, stop := context.WithCancel(c.runCtx)
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dynamic, 0, ns, nil)
-	inf := factory.ForResource(k.gvr).Informer()
-	s := &scope{store: inf.GetIndexer(), synced: make(chan struct{}), stop: stop}
-	factory.Start(ctx.Done())
+	ctx := c.runCtx
+	spec := c.specs[r]
+	keep := newKeeper(r, spec.Fields)
+	var ri dynamic.ResourceInterface = c.dynamic.Resource(k.gvr)
+	if ns != "" {
+		ri = c.dynamic.Resource(k.gvr).Namespace(ns)
+	}
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	li := newLabelIndex(spec.LabelIndex)
+	if li != nil {
+		indexers[labelIndexName] = li.index
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(pagedListWatch(ri, keep), c.dynamic),
+		&unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: r.String() + inNamespace(ns)})
+	_ = inf.SetTransform(keep.transform) // fails only once started
+	s := &scope{store: inf.GetIndexer(), labels: li, synced: make(chan struct{})}
+	go inf.RunWithContext(ctx)
+	began := time.Now()
 	go func() {
-		defer close(s.synced)
 		syncCtx, cancel := context.WithTimeout(ctx, c.opts.SyncTimeout)
 		defer cancel()
 		if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
-			stop()
+			// Reads now fail at once, naming why, rather than each
+			// waiting; the informer keeps listing (client-go retries with
+			// backoff), so a large first list or access granted later
+			// still ends in a synced cache.
 			err := fmt.Errorf("watch %s%s: not synced within %s (are list and watch allowed for this account?)", r, inNamespace(ns), c.opts.SyncTimeout)
 			c.mu.Lock()
-			s.err, s.retryAt = err, time.Now().Add(failedScopeRetry)
+			s.err = err
 			c.mu.Unlock()
-			c.opts.Logger.Warn("cannot watch for the policy", "resource", r.String(), "namespace", ns, "error", err)
-			return
+			close(s.synced)
+			c.opts.Logger.Warn("cannot watch for the policy yet", "resource", r.String(), "namespace", ns, "error", err)
+			if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+				return
+			}
+			c.mu.Lock()
+			s.err = nil
+			c.mu.Unlock()
+		} else {
+			close(s.synced)
 		}
-		c.opts.Logger.Info("watching for the policy", "resource", r.String(), "namespace", ns, "objects", len(inf.GetIndexer().ListKeys()))
+		c.opts.Logger.Info("watching for the policy", "resource", r.String(), "namespace", ns,
+			"objects", len(inf.GetIndexer().ListKeys()), "sync_ms", time.Since(began).Milliseconds())
 	}()
 	return s
+}
+
+// Warm starts the watches of rs over all namespaces and waits until each
+// has synced or ctx ends, however long the first list takes (the
+// informer keeps trying). serve calls it before /readyz turns 200, so
+// that the first reviews read a synced cache.
+func (c *Cluster) Warm(ctx context.Context, rs []Resource) error {
+	for _, r := range rs {
+		for tries := 0; ; tries++ {
+			k, err := c.kind(r)
+			if err == nil {
+				_, err = c.store(ctx, r, k, "")
+			}
+			if err == nil {
+				break
+			}
+			if tries%30 == 0 {
+				c.opts.Logger.Warn("waiting for a watch the policy needs", "resource", r.String(), "error", err)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("warm the cache of %s: %w", r, err)
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	return nil
+}
+
+// Watches counts the informers running (each one watch on the API
+// server).
+func (c *Cluster) Watches() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.scopes {
+		if s.err == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Namespaced implements Backend.
@@ -286,8 +358,8 @@ func (c *Cluster) Namespaced(_ context.Context, r Resource) (bool, error) {
 	return k.namespaced, err
 }
 
-// Get implements Backend: from the watch cache, or with fresh from the API
-// server.
+// Get implements Backend: from the watch cache (the declared fields), or
+// with fresh the whole object from the API server.
 func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, fresh bool) (json.RawMessage, error) {
 	k, err := c.kind(r)
 	if err != nil {
@@ -307,7 +379,7 @@ func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, f
 		}
 		return obj.MarshalJSON()
 	}
-	store, err := c.store(ctx, r, k, namespace)
+	s, err := c.store(ctx, r, k, namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -315,45 +387,41 @@ func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, f
 	if k.namespaced {
 		key = namespace + "/" + name
 	}
-	item, ok, err := store.GetByKey(key)
+	item, ok, err := s.store.GetByKey(key)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, fmt.Errorf("%s %s: %w", r, key, ErrNotFound)
 	}
-	return item.(*unstructured.Unstructured).MarshalJSON()
+	return item.(*cachedObject).raw, nil
 }
 
-// List implements Backend, from the watch cache.
+// List implements Backend, from the watch cache: the objects of the
+// namespace's index, or of a required label value's, whichever is smaller.
 func (c *Cluster) List(ctx context.Context, r Resource, namespace string, l labels.Selector, f fields.Selector) ([]json.RawMessage, error) {
 	k, err := c.kind(r)
 	if err != nil {
 		return nil, err
 	}
-	store, err := c.store(ctx, r, k, namespace)
+	s, err := c.store(ctx, r, k, namespace)
 	if err != nil {
 		return nil, err
 	}
-	var items []any
-	if namespace != "" && k.namespaced {
-		if items, err = store.ByIndex(cache.NamespaceIndex, namespace); err != nil {
-			return nil, err
-		}
-	} else {
-		items = store.List()
+	items, err := candidates(s.store, s.labels, namespace, l)
+	if err != nil {
+		return nil, err
 	}
 	var out []json.RawMessage
 	for _, it := range items {
-		u := it.(*unstructured.Unstructured)
-		if !matches(u.Object, namespace, l, f) {
-			continue
-		}
-		b, err := u.MarshalJSON()
+		o := it.(*cachedObject)
+		ok, err := matchCached(o, namespace, l, f)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, b)
+		if ok {
+			out = append(out, o.raw)
+		}
 	}
 	return out, nil
 }

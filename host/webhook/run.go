@@ -82,6 +82,9 @@ type RunOptions struct {
 	// Logger receives the server's lifecycle and one line per admission.
 	// Default: discard.
 	Logger *slog.Logger
+	// BeforeReady, if set, is waited for before /readyz turns 200 (the
+	// policy's caches syncing); it returns an error only when ctx ends.
+	BeforeReady func(ctx context.Context) error
 	// OnListen, if set, is called with the webhook and metrics addresses
 	// once they are listening, before the module is compiled.
 	OnListen func(addr, metricsAddr net.Addr)
@@ -248,6 +251,16 @@ func Run(ctx context.Context, opts RunOptions) error {
 	settingsInForce(ctx, log, metrics, store.Current(), "start")
 	go store.Run(ctx)
 	go certs.Run(ctx)
+	if opts.BeforeReady != nil {
+		began := time.Now()
+		if err := opts.BeforeReady(ctx); err != nil {
+			if ctx.Err() != nil {
+				return stop(nil)
+			}
+			return stop(fmt.Errorf("before ready: %w", err))
+		}
+		log.InfoContext(ctx, "caches synced", "duration_ms", time.Since(began).Milliseconds())
+	}
 	handler.StartWithValidate(e, store.Current, validateSettings(store.Current, opts.ValidateOverlay))
 	log.InfoContext(ctx, "webhook ready", "module", opts.ModuleName, "instances", e.Stats().Instances,
 		"max_instances", opts.Engine.MaxInstances, "timeout", opts.Handler.Timeout.String())

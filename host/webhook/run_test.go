@@ -172,3 +172,60 @@ func TestRun_settingsInForce(t *testing.T) {
 	sum := sha256.Sum256(second)
 	assert.Equal(t, hex.EncodeToString(sum[:]), loaded[1]["sha256"])
 }
+
+// TestRun_beforeReady: /readyz stays 503 while BeforeReady (the policy's
+// caches syncing) has not returned, and turns 200 once it has; a shutdown
+// while waiting is a clean one.
+func TestRun_beforeReady(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile, client := certFiles(t)
+	start := func(ctx context.Context, before func(context.Context) error) (string, chan error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		listening := make(chan net.Addr, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, RunOptions{Module: hostileWasm, Engine: engine.Options{MaxInstances: 1},
+				CertFile: certFile, KeyFile: keyFile, Server: ServerOptions{Listener: ln},
+				BeforeReady: before, OnListen: func(a, _ net.Addr) { listening <- a }})
+		}()
+		return "https://" + (<-listening).String(), done
+	}
+	readyz := func(base string) int {
+		resp, err := client.Get(base + PathReadyz)
+		if err != nil {
+			return 0
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	synced := make(chan struct{})
+	asked := make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	base, done := start(ctx, func(ctx context.Context) error {
+		close(asked)
+		select {
+		case <-synced:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	<-asked
+	for range 5 {
+		assert.Equal(t, http.StatusServiceUnavailable, readyz(base), "not ready before the caches synced")
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(synced)
+	waitFor(t, "ready", func() bool { return readyz(base) == http.StatusOK })
+	cancel()
+	require.NoError(t, <-done)
+
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	waiting := make(chan struct{})
+	_, done = start(ctx2, func(ctx context.Context) error { close(waiting); <-ctx.Done(); return ctx.Err() })
+	<-waiting
+	cancel2()
+	assert.NoError(t, <-done, "a shutdown while waiting for the caches is clean")
+}

@@ -74,7 +74,8 @@ and Markdown tables (tables). Files it reads in that directory:
   load-*.json       loadgen --json reports, one per offered rate
   coldstart*.json   coldstart --out results, with and without cache
   soak.jsonl        soak --out samples
-  machine.json      machine --out description of the machine`,
+  machine.json      machine --out description of the machine
+  scale.json        e2e/cmd/scalebench results, one per Pod count`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

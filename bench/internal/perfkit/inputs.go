@@ -41,6 +41,8 @@ type Inputs struct {
 	Load       []*loadgen.Result
 	ColdStarts []*ColdStartResult
 	Soak       []Sample
+	// Scale is from ScaleFile, by Pod count.
+	Scale []ScaleResult
 	// Machine is from MachineFile, or nil.
 	Machine *Machine
 }
@@ -94,6 +96,9 @@ func ReadInputs(dir string) (*Inputs, error) {
 	})
 	var err error
 	if in.Soak, err = ReadSoak(filepath.Join(dir, SoakFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if in.Scale, err = readScale(dir); err != nil {
 		return nil, err
 	}
 	var m Machine

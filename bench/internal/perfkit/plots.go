@@ -96,6 +96,7 @@ func WritePlots(in *Inputs, outDir string) (PlotReport, error) {
 		{PlotAdmission, func(in *Inputs) (*figure, string) { return comparisonChart(CompareAdmission, in.Bench) }},
 		{PlotSoak, func(in *Inputs) (*figure, string) { return soakChart(in.Soak) }},
 		{PlotColdStart, func(in *Inputs) (*figure, string) { return coldStartChart(in.ColdStarts) }},
+		{PlotScale, func(in *Inputs) (*figure, string) { return scaleChart(in.Scale) }},
 	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return rep, fmt.Errorf("create plot directory: %w", err)

@@ -100,6 +100,7 @@ func TestCharts_absentInput(t *testing.T) {
 		{name: "evaluate", build: func() (*figure, string) { return comparisonChart(CompareEvaluate, empty.Bench) }, note: "BenchmarkEvaluate/fixture=<f>/impl=native|wasm"},
 		{name: "soak", build: func() (*figure, string) { return soakChart(nil) }, note: SoakFile},
 		{name: "cold start", build: func() (*figure, string) { return coldStartChart(nil) }, note: ColdStartGlob},
+		{name: "scale", build: func() (*figure, string) { return scaleChart(nil) }, note: ScaleFile},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -153,7 +154,7 @@ func TestWritePlots(t *testing.T) {
 	rep, err := WritePlots(readTestInputs(t), out)
 	require.NoError(t, err)
 	assert.Empty(t, rep.Skipped)
-	require.Len(t, rep.Written, 7)
+	require.Len(t, rep.Written, 8)
 	for _, path := range rep.Written {
 		f, err := os.Open(path)
 		require.NoError(t, err)
@@ -172,7 +173,7 @@ func TestWritePlots_nothing(t *testing.T) {
 	rep, err := WritePlots(in, out)
 	require.NoError(t, err)
 	assert.Empty(t, rep.Written)
-	assert.Len(t, rep.Skipped, 7)
+	assert.Len(t, rep.Skipped, 8)
 	entries, err := os.ReadDir(out)
 	require.NoError(t, err)
 	assert.Empty(t, entries)
@@ -194,6 +195,8 @@ func TestReadInputs(t *testing.T) {
 	assert.Len(t, in.Soak, 61)
 	require.NotNil(t, in.Machine)
 	assert.Equal(t, 2, in.Machine.CPUs)
+	require.Len(t, in.Scale, 2)
+	assert.Equal(t, []int{1000, 10000}, []int{in.Scale[0].Pods, in.Scale[1].Pods}, "sorted by Pod count")
 }
 
 func TestReadInputs_badFile(t *testing.T) {
@@ -203,6 +206,11 @@ func TestReadInputs_badFile(t *testing.T) {
 	_, err := ReadInputs(dir)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "load-100.json")
+
+	dir = t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ScaleFile), []byte(`[{"pods": 10}]`), 0o600))
+	_, err = ReadInputs(dir)
+	assert.ErrorContains(t, err, ScaleFile+": entry 0: no pods or no reviews")
 }
 
 // Filled markers are the measured rates, hollow ones the saturation run:

@@ -1,0 +1,370 @@
+package kubecap
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tidwall/gjson"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+)
+
+// CacheAnnotation is the metadata annotation in which a module declares
+// how this host may cache the kinds it reads (a JSON list of CacheSpec).
+// Kubewarden keeps annotations as they are, so the declaration travels
+// with the module without a key kwctl would refuse.
+const CacheAnnotation = "io.yunikorn-userinfo.host.cache"
+
+// Watch scopes of a CacheSpec.
+const (
+	// WatchCluster: one watch over all namespaces for the kind, started
+	// on its first read; reads of one namespace use its namespace index.
+	WatchCluster = "cluster"
+	// WatchNamespace: one watch per namespace read (for kinds the account
+	// may list only in some namespaces); list_resources_all adds one over
+	// all namespaces. The default.
+	WatchNamespace = "namespace"
+)
+
+// CacheSpec declares how one kind is cached: what a policy may read of its
+// objects, where it is watched, and which labels are indexed.
+type CacheSpec struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Watch is WatchCluster or WatchNamespace (the default).
+	Watch string `json:"watch,omitempty"`
+	// Fields are the dotted paths kept of each object (an array keeps the
+	// path below it in every element); apiVersion and kind always stay.
+	// Empty: the whole object but metadata.managedFields.
+	Fields []string `json:"fields,omitempty"`
+	// LabelIndex are label keys whose key=value pairs are indexed, so a
+	// list whose selector requires one (=, ==, in) reads only the objects
+	// that have it; "*" indexes every label.
+	LabelIndex []string `json:"labelIndex,omitempty"`
+}
+
+func (s CacheSpec) resource() Resource { return Resource{APIVersion: s.APIVersion, Kind: s.Kind} }
+
+// ParseCacheSpecs reads a JSON list of CacheSpec strictly: unknown keys,
+// a kind declared twice, an unknown watch scope or an empty path are
+// errors naming the entry.
+func ParseCacheSpecs(data []byte) ([]CacheSpec, error) {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	var specs []CacheSpec
+	if err := dec.Decode(&specs); err != nil {
+		return nil, fmt.Errorf("cache declaration: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("cache declaration: more than one JSON value")
+	}
+	seen := map[Resource]bool{}
+	for i, s := range specs {
+		at := fmt.Sprintf("cache declaration[%d]", i)
+		if _, err := schema.ParseGroupVersion(s.APIVersion); err != nil || s.APIVersion == "" || s.Kind == "" {
+			return nil, fmt.Errorf("%s: apiVersion and kind are required (got %q, %q)", at, s.APIVersion, s.Kind)
+		}
+		if seen[s.resource()] {
+			return nil, fmt.Errorf("%s: %s declared twice", at, s.resource())
+		}
+		seen[s.resource()] = true
+		switch s.Watch {
+		case "", WatchCluster, WatchNamespace:
+		default:
+			return nil, fmt.Errorf("%s.watch: %q is neither %q nor %q", at, s.Watch, WatchCluster, WatchNamespace)
+		}
+		for j, f := range s.Fields {
+			if f == "" || slices.Contains(strings.Split(f, "."), "") {
+				return nil, fmt.Errorf("%s.fields[%d]: %q is not a dotted path", at, j, f)
+			}
+		}
+		for j, k := range s.LabelIndex {
+			if k == "" || strings.Contains(k, "=") {
+				return nil, fmt.Errorf("%s.labelIndex[%d]: %q is not a label key", at, j, k)
+			}
+		}
+	}
+	return specs, nil
+}
+
+// MergeCacheSpecs returns base with every kind that over declares
+// replaced by over's entry (a host flag over the module's declaration).
+func MergeCacheSpecs(base, over []CacheSpec) []CacheSpec {
+	out := slices.Clone(base)
+	for _, o := range over {
+		i := slices.IndexFunc(out, func(s CacheSpec) bool { return s.resource() == o.resource() })
+		if i >= 0 {
+			out[i] = o
+		} else {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// cachedObject is what a watch cache holds of one object: its key and the
+// JSON of the fields its kind's CacheSpec keeps, which is what get and
+// list answer with. A Pod of a few KiB of JSON takes tens of KiB as an
+// unstructured map; its kept fields take a few hundred bytes here.
+type cachedObject struct {
+	namespace, name string
+	raw             []byte
+}
+
+// The store's key function and namespace index read these.
+func (o *cachedObject) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name}
+}
+func (o *cachedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (o *cachedObject) DeepCopyObject() runtime.Object   { c := *o; return &c } // raw is never written
+
+// cachedList is what a paged list hands the informer: the page's objects,
+// already compacted, so that a list of 100,000 Pods never exists as
+// unstructured maps at once.
+type cachedList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []runtime.Object
+}
+
+func (l *cachedList) DeepCopyObject() runtime.Object {
+	c := *l
+	c.Items = slices.Clone(l.Items)
+	return &c
+}
+
+// keeper prunes objects of one kind to its declared fields.
+type keeper struct {
+	r      Resource
+	fields maskNode // nil: everything but managedFields
+}
+
+func newKeeper(r Resource, fields []string) *keeper {
+	k := &keeper{r: r}
+	if len(fields) > 0 {
+		k.fields = maskNode{}
+		for _, f := range fields {
+			k.fields.insert(strings.Split(f, "."))
+		}
+	}
+	return k
+}
+
+// transform is the informer's TransformFunc: an unstructured object
+// becomes a cachedObject; anything else (a cachedObject from a relist,
+// a tombstone) passes unchanged, so it may run twice.
+func (k *keeper) transform(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	return k.compact(u.Object)
+}
+
+// compact prunes obj (in place) and keeps its JSON.
+func (k *keeper) compact(obj map[string]any) (*cachedObject, error) {
+	meta, _ := obj["metadata"].(map[string]any)
+	o := &cachedObject{}
+	o.namespace, _ = meta["namespace"].(string)
+	o.name, _ = meta["name"].(string)
+	if meta != nil {
+		delete(meta, "managedFields")
+	}
+	if k.fields != nil {
+		for key, v := range obj {
+			if key == "apiVersion" || key == "kind" {
+				continue
+			}
+			child, ok := k.fields[key]
+			if !ok {
+				delete(obj, key)
+				continue
+			}
+			obj[key] = child.prune(v)
+		}
+	}
+	// Items of a list carry no apiVersion and kind of their own.
+	if _, ok := obj["apiVersion"].(string); !ok {
+		obj["apiVersion"] = k.r.APIVersion
+	}
+	if _, ok := obj["kind"].(string); !ok {
+		obj["kind"] = k.r.Kind
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("cache %s %s/%s: %w", k.r, o.namespace, o.name, err)
+	}
+	o.raw = raw
+	return o, nil
+}
+
+// labelIndexName is the store index of label key=value pairs.
+const labelIndexName = "label"
+
+// labelIndex indexes the declared label keys of cached objects.
+type labelIndex struct {
+	all  bool
+	keys map[string]bool
+}
+
+func newLabelIndex(keys []string) *labelIndex {
+	if len(keys) == 0 {
+		return nil
+	}
+	li := &labelIndex{keys: map[string]bool{}}
+	for _, k := range keys {
+		if k == "*" {
+			li.all = true
+		}
+		li.keys[k] = true
+	}
+	return li
+}
+
+func (li *labelIndex) covers(key string) bool { return li != nil && (li.all || li.keys[key]) }
+
+func (li *labelIndex) index(obj any) ([]string, error) {
+	o, ok := obj.(*cachedObject)
+	if !ok {
+		return nil, nil
+	}
+	var out []string
+	gjson.GetBytes(o.raw, "metadata.labels").ForEach(func(k, v gjson.Result) bool {
+		if v.Type == gjson.String && li.covers(k.Str) {
+			out = append(out, k.Str+"="+v.Str)
+		}
+		return true
+	})
+	return out, nil
+}
+
+// labelsOf reads a cached object's labels.
+func labelsOf(raw []byte) labels.Set {
+	set := labels.Set{}
+	gjson.GetBytes(raw, "metadata.labels").ForEach(func(k, v gjson.Result) bool {
+		if v.Type == gjson.String {
+			set[k.Str] = v.Str
+		}
+		return true
+	})
+	return set
+}
+
+// candidates are the cached objects that may match: those of the
+// smallest index bucket that every match must be in (a required label
+// value, or the namespace), else all.
+func candidates(store cache.Indexer, li *labelIndex, namespace string, l labels.Selector) ([]any, error) {
+	best, bestSize := "", -1
+	var bestValues []string
+	if namespace != "" {
+		keys, _ := store.IndexKeys(cache.NamespaceIndex, namespace)
+		best, bestSize, bestValues = cache.NamespaceIndex, len(keys), []string{namespace}
+	}
+	if li != nil {
+		reqs, _ := l.Requirements()
+		for _, r := range reqs {
+			switch r.Operator() {
+			case selection.Equals, selection.DoubleEquals, selection.In:
+			default:
+				continue
+			}
+			if !li.covers(r.Key()) {
+				continue
+			}
+			values := r.Values().UnsortedList()
+			size := 0
+			for i, v := range values {
+				values[i] = r.Key() + "=" + v
+				keys, _ := store.IndexKeys(labelIndexName, values[i])
+				size += len(keys)
+			}
+			if bestSize < 0 || size < bestSize {
+				best, bestSize, bestValues = labelIndexName, size, values
+			}
+		}
+	}
+	if best == "" {
+		return store.List(), nil
+	}
+	var out []any
+	for _, v := range bestValues {
+		items, err := store.ByIndex(best, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, items...)
+	}
+	return out, nil
+}
+
+// matchCached reports whether a cached object is in namespace ("": any)
+// and matches both selectors. Field selectors see the kept fields only.
+func matchCached(o *cachedObject, namespace string, l labels.Selector, f fields.Selector) (bool, error) {
+	if namespace != "" && o.namespace != namespace {
+		return false, nil
+	}
+	if !l.Empty() && !l.Matches(labelsOf(o.raw)) {
+		return false, nil
+	}
+	if f.Empty() {
+		return true, nil
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(o.raw, &obj); err != nil {
+		return false, err
+	}
+	return matches(obj, namespace, labels.Everything(), f), nil
+}
+
+// pagedListWatch lists in pages of listPage objects, compacting each page
+// before the next, and watches; the watch events are compacted by the
+// informer's transform. Where the client supports it, the informer
+// streams the initial list as watch events instead (WatchListClient), and
+// the same transform compacts each one as it arrives.
+func pagedListWatch(ri dynamic.ResourceInterface, k *keeper) *cache.ListWatch {
+	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		// "0" would be served whole from the API server's watch cache,
+		// ignoring the page size.
+		if opts.ResourceVersion == "0" {
+			opts.ResourceVersion = ""
+		}
+		opts.Limit = listPage
+		out := &cachedList{}
+		for {
+			page, err := ri.List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			for i := range page.Items {
+				o, err := k.compact(page.Items[i].Object)
+				if err != nil {
+					return nil, err
+				}
+				out.Items = append(out.Items, o)
+			}
+			out.ResourceVersion = page.GetResourceVersion()
+			if page.GetContinue() == "" {
+				return out, nil
+			}
+			opts.Continue, opts.ResourceVersion = page.GetContinue(), ""
+		}
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc:  list,
+		WatchFuncWithContext: ri.Watch,
+	}
+}
+
+// listPage is the page size of a list.
+const listPage = 500
