@@ -58,6 +58,7 @@ var users = []cluster.User{
 	{Name: queueReaderUser},
 	{Name: ownerReaderUser},
 	{Name: gangReaderUser},
+	{Name: appOwnerUser},
 }
 
 // externalUsers replaces the shipped (empty) externalUsers setting.
