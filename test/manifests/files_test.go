@@ -49,6 +49,52 @@ var fileKinds = []fileKind{
 	{name: "Kubernetes objects a host-capability replay answers from", match: anyOf(under("host/kubecap/testdata/"), under("testdata/cluster/")), check: checkReplayObjects},
 	{name: "GitHub Actions workflow", match: anyOf(glob(".github/workflows/*.yml"), glob(".github/workflows/*.yaml")), check: checkWorkflow},
 	{name: "Helm values of an end-to-end rendering", match: glob("e2e/*/values.yaml"), check: checkE2EValues},
+	{name: "YuniKorn ConfigMaps that migrate converts", match: under("host/ykconfig/testdata/"), check: checkYuniKornConfigMaps},
+}
+
+// checkYuniKornConfigMaps: each document is a v1 ConfigMap, or a v1 List of
+// them, named as YuniKorn names its configuration, with string data only (a
+// value YAML reads as a boolean or number would not be a ConfigMap's).
+func checkYuniKornConfigMaps(t *testing.T, rel string, data []byte) {
+	docs, err := documents(data)
+	require.NoError(t, err)
+	require.NotEmpty(t, docs, "%s: no document", rel)
+	type configMap struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name        string            `json:"name"`
+			Namespace   string            `json:"namespace,omitempty"`
+			Labels      map[string]string `json:"labels,omitempty"`
+			Annotations map[string]string `json:"annotations,omitempty"`
+		} `json:"metadata"`
+		Data       map[string]string `json:"data,omitempty"`
+		BinaryData map[string][]byte `json:"binaryData,omitempty"`
+	}
+	check := func(where string, cm configMap) {
+		assert.Equal(t, "v1", cm.APIVersion, "%s: apiVersion", where)
+		assert.Equal(t, "ConfigMap", cm.Kind, "%s: kind", where)
+		assert.Contains(t, []string{"yunikorn-configs", "yunikorn-defaults"}, cm.Metadata.Name, "%s: metadata.name", where)
+	}
+	for i, doc := range docs {
+		where := fmt.Sprintf("%s: document %d", rel, i)
+		var list struct {
+			APIVersion string      `json:"apiVersion"`
+			Kind       string      `json:"kind"`
+			Items      []configMap `json:"items"`
+		}
+		if require.NoError(t, yaml.Unmarshal(doc, &list), where); list.Kind == "List" {
+			require.NoError(t, yaml.UnmarshalStrict(doc, &list), where)
+			assert.Equal(t, "v1", list.APIVersion, "%s: apiVersion", where)
+			for j, cm := range list.Items {
+				check(fmt.Sprintf("%s: items[%d]", where, j), cm)
+			}
+			continue
+		}
+		var cm configMap
+		require.NoError(t, yaml.UnmarshalStrict(doc, &cm), where)
+		check(where, cm)
+	}
 }
 
 // checkE2EValues renders the chart with values an end-to-end scenario

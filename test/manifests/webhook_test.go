@@ -54,7 +54,7 @@ var serveFlags = []string{
 	"timeout", "memory-limit", "max-request-bytes", "shutdown-delay", "shutdown-timeout", "pprof", "monitor",
 	"log-level", "log-format", "verbose", "cache-dir", "max-json-depth", "max-body-bytes-in-flight",
 	"large-request-bytes", "max-concurrent-large", "max-conns-per-client", "max-conns", "max-requests-per-client",
-	"max-concurrent-streams", "read-header-timeout", "idle-timeout",
+	"max-concurrent-streams", "read-header-timeout", "idle-timeout", "sync-before-ready", "cache",
 }
 
 // webhookContainer returns the Deployment's only container and its flags.
