@@ -37,8 +37,8 @@ const reviewerUser = "userinfo-webhook"
 const reviewTTL = 5 * time.Second
 
 // TestTrustRBAC: with trustRBAC, a front-end's service account that no
-// pattern trusts may submit for users where RBAC grants it the setter role
-// (a RoleBinding in one namespace), and nowhere else; deleting the binding
+// pattern trusts may submit for users, in their groups, where RBAC grants it
+// the setter role (a RoleBinding in one namespace), and nowhere else; deleting the binding
 // ends it within the answer cache's lifetime. The roles are the shipped
 // ones (deploy/webhook/trust-rbac/rbac.yaml), and the webhook asks with an
 // identity that holds only the reviewer role.
@@ -92,6 +92,7 @@ func TestTrustRBAC(t *testing.T) {
 	require.NoError(t, err)
 	notebook, notebookID := serviceAccountClient(t, granted, "notebook")
 	waitAccess(t, notebookID, granted, "set", "yunikorn.apache.org", "userinfos", true)
+	waitAccess(t, notebookID, granted, "set", "yunikorn.apache.org", "usergroups", true)
 	waitAccess(t, notebookID, other, "create", "", "pods", true)
 
 	carol := `{"user":"carol","groups":["analysts"]}`
