@@ -2,6 +2,9 @@ package main
 
 import (
 	"errors"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -28,19 +31,130 @@ func decideRBAC(t *testing.T, settings string) decision {
 }
 
 // TestCanI_payload: the review is written in policy-server's shape, with
-// the submitter, its groups, the request's namespace and the claimed user.
+// the submitter, its groups, the request's namespace and the claimed user;
+// once granted, the three wildcard probes follow, each differing from it in
+// one attribute.
 func TestCanI_payload(t *testing.T) {
-	var got []byte
+	var got []string
 	withHost(t, func(binding, namespace, operation string, payload []byte) ([]byte, error) {
 		assert.Equal(t, []string{"kubewarden", "kubernetes", "can_i"}, []string{binding, namespace, operation})
-		got = append([]byte(nil), payload...)
-		return []byte(`{"allowed":true}`), nil
+		got = append(got, string(payload))
+		return []byte(`{"allowed":` + strconv.FormatBool(len(got) == 1) + `}`), nil
 	})
 	d := decideRBAC(t, `{"trustRBAC":true}`)
 	assert.True(t, d.accepted, d.message)
 	assert.Equal(t, "create: present, granted by RBAC", d.rule)
-	assert.JSONEq(t, `{"subject_access_review":{"groups":["g1","g\"2"],"resource_attributes":{"group":"yunikorn.apache.org",`+
-		`"name":"carol","namespace":"spark","resource":"userinfos","verb":"set"},"user":"livy"},"disable_cache":false}`, string(got))
+	review := func(verb, group, resource string) string {
+		return `{"subject_access_review":{"groups":["g1","g\"2"],"resource_attributes":{"group":"` + group + `",` +
+			`"name":"carol","namespace":"spark","resource":"` + resource + `","verb":"` + verb + `"},"user":"livy"},"disable_cache":false}`
+	}
+	want := []string{
+		review("set", "yunikorn.apache.org", "userinfos"),
+		review(probeVerb, "yunikorn.apache.org", "userinfos"),
+		review("set", "yunikorn.apache.org", probeResource),
+		review("set", probeGroup, "userinfos"),
+	}
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.JSONEq(t, want[i], got[i], "review %d", i)
+	}
+}
+
+// rbacHost answers the reviews of a claim from granted, the accesses
+// (verb group resource name) allowed; every other review is denied. It
+// returns the accesses asked, in order.
+func rbacHost(t *testing.T, granted ...string) *[]string {
+	var asked []string
+	withHost(t, func(_, _, _ string, payload []byte) ([]byte, error) {
+		ra := gjson.GetBytes(payload, "subject_access_review.resource_attributes")
+		a := ra.Get("verb").String() + " " + ra.Get("group").String() + " " + ra.Get("resource").String() + " " + ra.Get("name").String()
+		asked = append(asked, a)
+		if slices.Contains(granted, a) {
+			return []byte(`{"allowed":true,"reason":"granted to ` + a + `"}`), nil
+		}
+		return []byte(`{"allowed":false}`), nil
+	})
+	return &asked
+}
+
+// TestRBAC_wildcardProbes: a grant that also grants one probe is a
+// wildcard, refused unless the settings accept wildcard grants, in which
+// case no probe is asked.
+func TestRBAC_wildcardProbes(t *testing.T) {
+	const real = "set yunikorn.apache.org userinfos carol"
+	for _, tc := range []struct{ name, probe, says string }{
+		{"verb", probeVerb + " yunikorn.apache.org userinfos carol", `verb "` + probeVerb + `" on userinfos.yunikorn.apache.org "carol"`},
+		{"resource", "set yunikorn.apache.org " + probeResource + " carol", `verb "set" on ` + probeResource + `.yunikorn.apache.org "carol"`},
+		{"group", "set " + probeGroup + " userinfos carol", `verb "set" on userinfos.` + probeGroup + ` "carol"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := rbacHost(t, real, tc.probe)
+			d := decideRBAC(t, `{"trustRBAC":true}`)
+			assert.False(t, d.accepted)
+			assert.Equal(t, codeForbidden, d.code)
+			assert.Equal(t, "create: present, RBAC grant is a wildcard", d.rule)
+			assert.Contains(t, d.message, `: RBAC grants verb "set" on userinfos.yunikorn.apache.org "carol" in namespace "spark" through a wildcard: `+
+				"it also grants "+tc.says+", which no rule names (granted to "+tc.probe+"); ")
+			assert.Contains(t, d.message, `grant verb "set" on resource "userinfos" in API group "yunikorn.apache.org" by name, or set trustRBAC.acceptWildcardGrants`)
+			assert.Equal(t, tc.probe, (*asked)[len(*asked)-1], "the probes stop at the first granted")
+
+			asked = rbacHost(t, real, tc.probe)
+			d = decideRBAC(t, `{"trustRBAC":{"acceptWildcardGrants":true}}`)
+			assert.True(t, d.accepted, d.message)
+			assert.Equal(t, []string{real}, *asked, "no probe when wildcard grants count")
+		})
+	}
+}
+
+// TestRBAC_groups: each claimed group is reviewed, with its probes, on the
+// groups resource; the first not granted refuses the claim, and a claim
+// with more groups than maxGroups is refused before any review.
+func TestRBAC_groups(t *testing.T) {
+	request := func(value string) gjson.Result {
+		return gjson.Parse(strings.Replace(rbacRequest, `{\"user\":\"carol\"}`, value, 1))
+	}
+	s, err := parseSettings(gjson.Parse(`{"trustRBAC":{"maxGroups":2}}`))
+	require.NoError(t, err)
+
+	asked := rbacHost(t, "set yunikorn.apache.org userinfos carol", "set yunikorn.apache.org usergroups analysts")
+	d := decide(request(`{\"user\":\"carol\",\"groups\":[\"analysts\",\"admins\"]}`), s)
+	assert.False(t, d.accepted)
+	assert.Equal(t, "create: present, group not granted by RBAC", d.rule)
+	assert.Equal(t, `user livy with groups [g1,g"2] is not allowed to set user annotation: RBAC does not grant verb "set" on usergroups.yunikorn.apache.org "admins" in namespace "spark"`, d.message)
+	assert.Equal(t, []string{"set yunikorn.apache.org userinfos carol", probeVerb + " yunikorn.apache.org userinfos carol",
+		"set yunikorn.apache.org " + probeResource + " carol", "set " + probeGroup + " userinfos carol",
+		"set yunikorn.apache.org usergroups analysts", probeVerb + " yunikorn.apache.org usergroups analysts",
+		"set yunikorn.apache.org " + probeResource + " analysts", "set " + probeGroup + " usergroups analysts",
+		"set yunikorn.apache.org usergroups admins"}, *asked)
+
+	asked = rbacHost(t, "set yunikorn.apache.org userinfos carol", "set yunikorn.apache.org usergroups analysts", "set yunikorn.apache.org usergroups admins")
+	d = decide(request(`{\"user\":\"carol\",\"groups\":[\"analysts\",\"admins\"]}`), s)
+	assert.True(t, d.accepted, d.message)
+	assert.Len(t, *asked, 12, "a review and three probes for the user and each group")
+
+	asked = rbacHost(t)
+	d = decide(request(`{\"user\":\"carol\",\"groups\":[\"a\",\"b\",\"c\"]}`), s)
+	assert.False(t, d.accepted)
+	assert.Equal(t, "create: present, too many groups for RBAC", d.rule)
+	assert.Equal(t, `user livy with groups [g1,g"2] is not allowed to set user annotation: the value claims 3 groups, and trustRBAC reviews at most 2 (settings trustRBAC.maxGroups)`, d.message)
+	assert.Empty(t, *asked)
+}
+
+// TestRBAC_probeFails: a probe that cannot be asked denies the trust, as
+// the review itself does.
+func TestRBAC_probeFails(t *testing.T) {
+	calls := 0
+	withHost(t, func(_, _, _ string, _ []byte) ([]byte, error) {
+		calls++
+		if calls == 1 {
+			return []byte(`{"allowed":true}`), nil
+		}
+		return nil, errors.New("timed out")
+	})
+	d := decideRBAC(t, `{"trustRBAC":true}`)
+	assert.False(t, d.accepted)
+	assert.Equal(t, `user livy with groups [g1,g"2] is not allowed to set user annotation: the RBAC check for verb "`+probeVerb+
+		`" on userinfos.yunikorn.apache.org "carol" in namespace "spark" could not be made: timed out`, d.message)
 }
 
 // TestCanI_failures: whatever goes wrong with the review, the trust is

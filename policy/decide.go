@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strconv"
+
 	"github.com/tidwall/gjson"
 )
 
@@ -256,10 +258,11 @@ func decideAbsent(s *Settings, r request, kind kindRef, id identity, locs []*pod
 	return d, nil
 }
 
-// decideByRBAC: docs/BEHAVIOUR.md §4.1, a submitter no pattern allows
-// under trustRBAC. The value is checked first, so that the review can name
-// the user it claims; an API server that cannot answer denies the trust,
-// never grants it.
+// decideByRBAC: docs/BEHAVIOUR.md §3.1, a submitter no pattern allows
+// under trustRBAC. The value is checked first, so that the reviews can name
+// the user and the groups it claims: each must be granted, and, unless the
+// settings accept wildcard grants, not through a wildcard. An API server
+// that cannot answer denies the trust, never grants it.
 func decideByRBAC(s *Settings, r request, id identity, value string) (decision, error) {
 	if problem := checkSuppliedValue(value); problem != "" {
 		return reject("create: present, invalid value", codeMalformed,
@@ -269,30 +272,73 @@ func decideByRBAC(s *Settings, r request, id identity, value string) (decision, 
 		return decision{}, malformed("request.namespace", "must be a string, got "+typeName(r.namespace))
 	}
 	ns := str(r.namespace)
-	claimed := str(gjson.Get(value, "user"))
-	rv := *s.TrustRBAC
-	access := "verb " + quote(rv.Verb) + " on " + rv.resourceName() + " " + quote(claimed) + " in namespace " + quote(ns)
-	answer, err := canI(rv, id, ns, claimed)
-	if err != nil {
-		return reject("create: present, RBAC check failed", codeForbidden,
-			id.notAllowedMessage()+": the RBAC check for "+access+" could not be made: "+err.Error()), nil
+	rv := s.TrustRBAC
+	claim := gjson.Parse(value)
+	groups := claim.Get("groups")
+	n := 0
+	groups.ForEach(func(_, _ gjson.Result) bool { n++; return true })
+	if n > rv.MaxGroups {
+		return reject("create: present, too many groups for RBAC", codeForbidden,
+			id.notAllowedMessage()+": the value claims "+strconv.Itoa(n)+" groups, and trustRBAC reviews at most "+
+				strconv.Itoa(rv.MaxGroups)+" (settings trustRBAC.maxGroups)"), nil
 	}
-	if !answer.allowed {
-		msg := id.notAllowedMessage() + ": RBAC does not grant " + access
-		if answer.reason != "" {
-			msg += " (" + answer.reason + ")"
-		}
-		return reject("create: present, not granted by RBAC", codeForbidden, msg), nil
+	user := access{verb: rv.Verb, group: rv.Group, resource: rv.Resource, name: str(claim.Get("user"))}
+	if d, ok := reviewClaim(rv, id, ns, user, "user"); !ok {
+		return d, nil
+	}
+	d, ok := decision{}, true
+	groups.ForEach(func(_, g gjson.Result) bool {
+		group := access{verb: rv.Verb, group: rv.Group, resource: rv.GroupsResource, name: str(g)}
+		d, ok = reviewClaim(rv, id, ns, group, "group")
+		return ok
+	})
+	if !ok {
+		return d, nil
 	}
 	return accept("create: present, granted by RBAC"), nil
 }
 
-// resourceName is the resource as kubectl names it: resource.group.
-func (r rbacReview) resourceName() string {
-	if r.Group == "" {
-		return r.Resource
+// reviewClaim asks whether id is granted a in namespace ns and, unless
+// the settings accept wildcard grants, whether each of a's probes is
+// granted too, which means the grant is a wildcard. ok: a counts;
+// otherwise d refuses the claim of what ("user" or "group").
+func reviewClaim(rv *rbacReview, id identity, ns string, a access, what string) (d decision, ok bool) {
+	where := " in namespace " + quote(ns)
+	answer, err := canI(a, id, ns)
+	if err != nil {
+		return rbacCheckFailed(id, a.describe()+where, err), false
 	}
-	return r.Resource + "." + r.Group
+	if !answer.allowed {
+		rule := "create: present, not granted by RBAC"
+		if what == "group" {
+			rule = "create: present, group not granted by RBAC"
+		}
+		return reject(rule, codeForbidden, id.notAllowedMessage()+": RBAC does not grant "+a.describe()+where+answer.inParens()), false
+	}
+	if rv.AcceptWildcardGrants {
+		return decision{}, true
+	}
+	for _, p := range a.probes() {
+		answer, err := canI(p, id, ns)
+		if err != nil {
+			return rbacCheckFailed(id, p.describe()+where, err), false
+		}
+		if answer.allowed {
+			return reject("create: present, RBAC grant is a wildcard", codeForbidden, id.notAllowedMessage()+
+				": RBAC grants "+a.describe()+where+" through a wildcard: it also grants "+p.describe()+
+				", which no rule names"+answer.inParens()+"; trustRBAC does not count a grant through a wildcard verb, "+
+				"resource or API group (\"*\"), nor one from an authorizer that allows everything (system:masters, "+
+				"an allow-all webhook): grant verb "+quote(a.verb)+" on resource "+quote(a.resource)+" in API group "+
+				quote(a.group)+" by name, or set trustRBAC.acceptWildcardGrants"), false
+		}
+	}
+	return decision{}, true
+}
+
+// rbacCheckFailed refuses a claim whose review could not be made.
+func rbacCheckFailed(id identity, what string, err error) decision {
+	return reject("create: present, RBAC check failed", codeForbidden,
+		id.notAllowedMessage()+": the RBAC check for "+what+" could not be made: "+err.Error())
 }
 
 // decideUpdate: docs/BEHAVIOUR.md §4.3, UPDATE. Nobody may change the recorded identity,

@@ -173,9 +173,15 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	return s, nil
 }
 
+// trustRBACKeys lists the keys of a trustRBAC object for the unknown-key
+// message.
+const trustRBACKeys = "verb, group, resource, groupsResource, acceptWildcardGrants, maxGroups"
+
 // parseTrustRBAC reads trustRBAC: a boolean (true asks the default
-// review), or an object naming the review's verb, group and resource, each
-// defaulting to the default review's.
+// reviews), or an object naming the reviews' verb, API group, resource
+// (for the claimed user) and groupsResource (for each claimed group),
+// whether wildcard grants count, and the most groups a claim may carry;
+// each defaults to the default review's.
 func parseTrustRBAC(errs *settingsError, v gjson.Result) *rbacReview {
 	switch v.Type {
 	case gjson.True:
@@ -185,21 +191,41 @@ func parseTrustRBAC(errs *settingsError, v gjson.Result) *rbacReview {
 		return nil
 	}
 	if !isObject(v) {
-		errs.problems = append(errs.problems, "settings."+keyTrustRBAC+": must be a boolean or an object with verb, group and resource, got "+describe(v))
+		errs.problems = append(errs.problems, "settings."+keyTrustRBAC+": must be a boolean or an object with "+trustRBACKeys+", got "+describe(v))
 		return nil
 	}
 	r := defaultRBACReview
 	eachMember(errs, "settings."+keyTrustRBAC, v, func(name, path string, f gjson.Result) {
 		var dst *string
+		probe := ""
 		switch name {
 		case "verb":
-			dst = &r.Verb
+			dst, probe = &r.Verb, probeVerb
 		case "group":
-			dst = &r.Group
-		case "resource":
-			dst = &r.Resource
+			dst, probe = &r.Group, probeGroup
+		case "resource", "groupsResource":
+			dst, probe = &r.Resource, probeResource
+			if name == "groupsResource" {
+				dst = &r.GroupsResource
+			}
+		case "acceptWildcardGrants":
+			if f.Type != gjson.True && f.Type != gjson.False {
+				errs.problems = append(errs.problems, path+": must be a boolean, got "+describe(f))
+				return
+			}
+			r.AcceptWildcardGrants = f.Type == gjson.True
+			return
+		case "maxGroups":
+			n, err := strconv.Atoi(f.Raw)
+			if f.Type != gjson.Number || err != nil || n < 0 || n > maxRBACMaxGroups {
+				errs.problems = append(errs.problems, path+": must be a whole number from 0 to "+strconv.Itoa(maxRBACMaxGroups)+
+					" (the reviews of a claim grow with its groups), got "+describe(f))
+				return
+			}
+			r.MaxGroups = n
+			return
 		default:
-			errs.problems = append(errs.problems, "settings."+keyTrustRBAC+": unknown key "+quote(name)+" (known keys: verb, group, resource)")
+			errs.problems = append(errs.problems, "settings."+keyTrustRBAC+": unknown key "+quote(name)+" (known keys: "+trustRBACKeys+")")
 			return
 		}
 		switch {
@@ -209,10 +235,16 @@ func parseTrustRBAC(errs *settingsError, v gjson.Result) *rbacReview {
 			errs.problems = append(errs.problems, path+": must not be empty")
 		case strings.TrimSpace(str(f)) != str(f) || strings.ContainsAny(str(f), "/ "):
 			errs.problems = append(errs.problems, path+": must be a single RBAC name without spaces or slashes, got "+quote(str(f)))
+		case str(f) == probe:
+			errs.problems = append(errs.problems, path+": "+quote(probe)+" is the name of the wildcard probe, which no rule may grant: choose another")
 		default:
 			*dst = str(f)
 		}
 	})
+	if r.GroupsResource == r.Resource {
+		errs.problems = append(errs.problems, "settings."+keyTrustRBAC+": resource and groupsResource are both "+quote(r.Resource)+
+			": they must differ, or a grant to claim a user would also let the submitter claim a group of that name")
+	}
 	return &r
 }
 

@@ -37,8 +37,8 @@ const reviewerUser = "userinfo-webhook"
 const reviewTTL = 5 * time.Second
 
 // TestTrustRBAC: with trustRBAC, a front-end's service account that no
-// pattern trusts may submit for users where RBAC grants it the setter role
-// (a RoleBinding in one namespace), and nowhere else; deleting the binding
+// pattern trusts may submit for users, in their groups, where RBAC grants it
+// the setter role (a RoleBinding in one namespace), and nowhere else; deleting the binding
 // ends it within the answer cache's lifetime. The roles are the shipped
 // ones (deploy/webhook/trust-rbac/rbac.yaml), and the webhook asks with an
 // identity that holds only the reviewer role.
@@ -92,6 +92,7 @@ func TestTrustRBAC(t *testing.T) {
 	require.NoError(t, err)
 	notebook, notebookID := serviceAccountClient(t, granted, "notebook")
 	waitAccess(t, notebookID, granted, "set", "yunikorn.apache.org", "userinfos", true)
+	waitAccess(t, notebookID, granted, "set", "yunikorn.apache.org", "usergroups", true)
 	waitAccess(t, notebookID, other, "create", "", "pods", true)
 
 	carol := `{"user":"carol","groups":["analysts"]}`
@@ -273,4 +274,164 @@ func startWebhookFromFile(t *testing.T, name, label, settingsFile, user string) 
 		assert.NoError(t, err, "delete the %s webhook configuration", name)
 	})
 	return wh
+}
+
+// The wildcard probes' verb: a review that differs from the granted one in
+// its verb only, with a verb no rule names (docs/BEHAVIOUR.md §3.1).
+const probeVerb = "yunikorn-userinfo-wildcard-probe"
+
+// TestTrustRBAC_wildcardsAndGroups: trustRBAC counts only a grant written
+// for it. A namespace owner whose Role has "*" on "*" passes the review of
+// any claimed user, and the admin (system:masters, which kube-apiserver
+// allows everything) passes every review: both are refused, because the
+// API server grants them the probes too. A front-end with a Role naming
+// carol and the group analysts may claim carol in analysts, and not in
+// system:masters, since every claimed group is reviewed. With
+// acceptWildcardGrants, system:masters is trusted again.
+func TestTrustRBAC_wildcardsAndGroups(t *testing.T) {
+	start(t)
+	ctx := t.Context()
+	admin := client(admin)
+
+	// The webhook's reviewer: SubjectAccessReviews and nothing else (a
+	// role of this test's own, so that TestTrustRBAC's shipped roles can
+	// come and go in parallel).
+	reviewerRole := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-trustrbac-wildcards-reviewer"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}}},
+	}
+	_, err := admin.RbacV1().ClusterRoles().Create(ctx, reviewerRole, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = admin.RbacV1().ClusterRoles().Delete(context.WithoutCancel(ctx), reviewerRole.Name, metav1.DeleteOptions{})
+	})
+	reviewer := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: reviewerRole.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reviewerRole.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: reviewerUser}},
+	}
+	_, err = admin.RbacV1().ClusterRoleBindings().Create(ctx, reviewer, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(context.WithoutCancel(ctx), reviewer.Name, metav1.DeleteOptions{})
+	})
+
+	const strict, lenient = "rbac-strict", "rbac-lenient"
+	startWebhookWith(t, strict, strict, "trustRBAC: true", reviewerUser)
+	startWebhookWith(t, lenient, lenient, "trustRBAC: {acceptWildcardGrants: true}", reviewerUser)
+	ns := newNamespace(t, strict)
+
+	// bind gives the service account name of ns a Role of ns with rules.
+	bind := func(name string, rules []rbacv1.PolicyRule) (*kubernetes.Clientset, identity) {
+		t.Helper()
+		_, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}
+		_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{sa},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-workloads"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: workloadRole},
+			Subjects:   []rbacv1.Subject{sa},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		return serviceAccountClient(t, ns, name)
+	}
+	userinfo := func(name string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Namespace: ns, Verb: "set", Group: "yunikorn.apache.org", Resource: "userinfos", Name: name}
+	}
+	usergroup := func(name string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Namespace: ns, Verb: "set", Group: "yunikorn.apache.org", Resource: "usergroups", Name: name}
+	}
+
+	// The namespace owner: everything in its namespace, through wildcards,
+	// as an admin role written with "*" has.
+	owner, ownerID := bind("owner", []rbacv1.PolicyRule{{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"*"}}})
+	// The front-end: a Role written for trustRBAC, for carol and analysts.
+	frontend, frontendID := bind("frontend", []rbacv1.PolicyRule{
+		{APIGroups: []string{"yunikorn.apache.org"}, Resources: []string{"userinfos"}, ResourceNames: []string{"carol"}, Verbs: []string{"set"}},
+		{APIGroups: []string{"yunikorn.apache.org"}, Resources: []string{"usergroups"}, ResourceNames: []string{"analysts"}, Verbs: []string{"set"}},
+	})
+	probe := userinfo("carol")
+	probe.Verb = probeVerb
+	waitReview(t, ownerID, userinfo("carol"), true)
+	waitReview(t, ownerID, probe, true)
+	waitReview(t, frontendID, userinfo("carol"), true)
+	waitReview(t, frontendID, usergroup("analysts"), true)
+	waitReview(t, frontendID, probe, false)
+	waitAccess(t, frontendID, ns, "create", "", "pods", true)
+
+	claim := func(cs *kubernetes.Clientset, ns, name, value string) error {
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, newPod(name, map[string]string{annotationKey: value}), metav1.CreateOptions{})
+		return err
+	}
+	wildcard := func(id identity) string {
+		return fmt.Sprintf(`%s: RBAC grants verb "set" on userinfos.yunikorn.apache.org "carol" in namespace %q through a wildcard: `+
+			`it also grants verb %q on userinfos.yunikorn.apache.org "carol", which no rule names`, id.notAllowed(), ns, probeVerb)
+	}
+
+	t.Run("namespace owner with * on * is refused", func(t *testing.T) {
+		err := claim(owner, ns, "owner-for-carol", `{"user":"carol"}`)
+		requireRefusedPrefix(t, err, workloadsWebhook, wildcard(ownerID))
+		require.ErrorContains(t, err, `RoleBinding "owner/`+ns+`" of Role "owner"`, "the authorizer's reason names the wildcard grant")
+		require.ErrorContains(t, err, "set trustRBAC.acceptWildcardGrants")
+	})
+	adminID, err := whoAmI(ctx, admin)
+	require.NoError(t, err)
+	require.Contains(t, adminID.Groups, "system:masters")
+	t.Run("system:masters is refused", func(t *testing.T) {
+		err := claim(admin, ns, "admin-for-carol", `{"user":"carol"}`)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), fmt.Sprintf("admission webhook %q denied the request: %s", workloadsWebhook, wildcard(adminID)))
+	})
+	t.Run("front-end claims carol in a granted group", func(t *testing.T) {
+		const value = `{"user":"carol","groups":["analysts"]}`
+		require.NoError(t, claim(frontend, ns, "frontend-for-carol", value))
+		p, err := admin.CoreV1().Pods(ns).Get(ctx, "frontend-for-carol", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, value, p.Annotations[annotationKey], "the supplied identity is kept")
+	})
+	t.Run("front-end claims a group it is not granted", func(t *testing.T) {
+		err := claim(frontend, ns, "frontend-for-masters", `{"user":"carol","groups":["analysts","system:masters"]}`)
+		requireRefusedPrefix(t, err, workloadsWebhook, fmt.Sprintf(
+			`%s: RBAC does not grant verb "set" on usergroups.yunikorn.apache.org "system:masters" in namespace %q`, frontendID.notAllowed(), ns))
+	})
+	t.Run("front-end claims a user it is not granted", func(t *testing.T) {
+		err := claim(frontend, ns, "frontend-for-dave", `{"user":"dave","groups":["analysts"]}`)
+		requireRefusedPrefix(t, err, workloadsWebhook, fmt.Sprintf(
+			`%s: RBAC does not grant verb "set" on userinfos.yunikorn.apache.org "dave" in namespace %q`, frontendID.notAllowed(), ns))
+	})
+	t.Run("acceptWildcardGrants trusts system:masters", func(t *testing.T) {
+		other := newNamespace(t, lenient)
+		const value = `{"user":"carol","groups":["system:masters"]}`
+		require.NoError(t, claim(admin, other, "admin-for-carol", value))
+		p, err := admin.CoreV1().Pods(other).Get(ctx, "admin-for-carol", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, value, p.Annotations[annotationKey])
+	})
+}
+
+// waitReview waits until RBAC (served from informers) answers the review
+// of ra for id as want.
+func waitReview(t *testing.T, id identity, ra authorizationv1.ResourceAttributes, want bool) {
+	t.Helper()
+	var last string
+	err := cluster.Poll(t.Context(), controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+		r, err := client(admin).AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: id.User, Groups: id.Groups, ResourceAttributes: &ra},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("allowed=%v %s", r.Status.Allowed, r.Status.Reason)
+		return r.Status.Allowed == want, nil
+	})
+	require.NoErrorf(t, err, "wait for %+v to be %v for %s (%s)", ra, want, id.User, last)
 }

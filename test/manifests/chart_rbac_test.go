@@ -87,15 +87,15 @@ func TestChart_trustRBAC(t *testing.T) {
 	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: on.deploy.Spec.Template.Spec.ServiceAccountName, Namespace: webhookNamespace}},
 		on.bindings[0].Subjects)
 	require.Contains(t, on.roles, "yunikorn-userinfo-userinfo-setter")
-	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"yunikorn.apache.org"}, Resources: []string{"userinfos"}, Verbs: []string{"set"}}},
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"yunikorn.apache.org"}, Resources: []string{"userinfos", "usergroups"}, Verbs: []string{"set"}}},
 		on.roles["yunikorn-userinfo-userinfo-setter"].Rules)
 	assert.Contains(t, on.settings, "trustRBAC: true")
 
-	custom := renderRBAC(t, "settings: {trustRBAC: {verb: submit-as, resource: users, group: batch.example.com}}", webhookNamespace)
-	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"batch.example.com"}, Resources: []string{"users"}, Verbs: []string{"submit-as"}}},
+	custom := renderRBAC(t, "settings: {trustRBAC: {verb: submit-as, resource: users, groupsResource: teams, group: batch.example.com, acceptWildcardGrants: true, maxGroups: 4}}", webhookNamespace)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"batch.example.com"}, Resources: []string{"users", "teams"}, Verbs: []string{"submit-as"}}},
 		custom.roles["yunikorn-userinfo-userinfo-setter"].Rules)
 	partial := renderRBAC(t, "settings: {trustRBAC: {verb: submit-as}}", webhookNamespace)
-	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"yunikorn.apache.org"}, Resources: []string{"userinfos"}, Verbs: []string{"submit-as"}}},
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"yunikorn.apache.org"}, Resources: []string{"userinfos", "usergroups"}, Verbs: []string{"submit-as"}}},
 		partial.roles["yunikorn-userinfo-userinfo-setter"].Rules, "unset members take the policy's defaults")
 
 	kw := renderRBAC(t, "mode: kubewarden\nsettings: {trustRBAC: true}", kubewardenNS)

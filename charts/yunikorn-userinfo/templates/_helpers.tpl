@@ -87,9 +87,9 @@ empty dict when trustRBAC is off. */}}
 {{- define "yunikorn-userinfo.trustRBAC" -}}
 {{- $t := .Values.settings.trustRBAC -}}
 {{- if kindIs "map" $t -}}
-{{- toYaml (merge (dict) $t (dict "verb" "set" "group" "yunikorn.apache.org" "resource" "userinfos")) -}}
+{{- toYaml (merge (dict) $t (dict "verb" "set" "group" "yunikorn.apache.org" "resource" "userinfos" "groupsResource" "usergroups")) -}}
 {{- else if $t -}}
-{{- toYaml (dict "verb" "set" "group" "yunikorn.apache.org" "resource" "userinfos") -}}
+{{- toYaml (dict "verb" "set" "group" "yunikorn.apache.org" "resource" "userinfos" "groupsResource" "usergroups") -}}
 {{- end -}}
 {{- end -}}
 
