@@ -195,11 +195,9 @@ func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, ol
 			return d // checked when it was set
 		}
 	}
-	gns := ""
-	if generated {
-		gns = ns
-	} else {
-		gns = generatedNamespace(appID)
+	gns := generatedNamespace(appID)
+	if generated || appID == generatedAppID(ns) {
+		gns = ns // also when the ID was cut to 63 bytes and names no namespace in full
 	}
 	user, _ := recordedIdentity(d, cur, s)
 	owner, ownerPod, err := appOwner(ao, appID, gns, user, s)

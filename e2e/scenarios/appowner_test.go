@@ -75,7 +75,7 @@ func TestYuniKornApplicationOwnership(t *testing.T) {
 	aliceID := e2e.identity[alice]
 
 	t.Run("warn shows the shim's semantics", func(t *testing.T) {
-		nsA, nsB := newNamespace(t, "owner-warn"), newNamespace(t, "owner-warn")
+		nsA, nsB := shortNamespace(t, "owner-warn"), shortNamespace(t, "owner-warn")
 		bobClient, warnings := clientWithWarnings(t, bob)
 
 		// An application ID is global: bob's Pod in nsB joins alice's
@@ -123,7 +123,7 @@ func TestYuniKornApplicationOwnership(t *testing.T) {
 	})
 
 	t.Run("enforce refuses each", func(t *testing.T) {
-		nsA, nsB := newNamespace(t, "owner-enforce"), newNamespace(t, "owner-enforce")
+		nsA, nsB := shortNamespace(t, "owner-enforce"), shortNamespace(t, "owner-enforce")
 		appID := "app-" + nsA + "-alice"
 		_, err := client(alice).CoreV1().Pods(nsA).Create(ctx, ykPod("alice-1", appID, nil), metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -159,6 +159,18 @@ func TestYuniKornApplicationOwnership(t *testing.T) {
 		require.NoError(t, err)
 		assert.Len(t, a.Allocations, 1, "alice's application holds only her pod")
 	})
+}
+
+// shortNamespace is newNamespace with a short name (e2e-ao-xxxxx), so that
+// YuniKorn's generated application ID, yunikorn-<namespace>-autogen, is not
+// cut at 63 bytes as it is for the long names of subtests.
+func shortNamespace(t *testing.T, webhook string) string {
+	t.Helper()
+	ns, err := createNamespace(t.Context(), client(admin), "ao", map[string]string{webhookLabel: webhook})
+	require.NoError(t, err)
+	t.Logf("namespace %s", ns)
+	require.NoError(t, waitEnforced(t.Context(), ns))
+	return ns
 }
 
 // containsPrefix reports whether one of list starts with prefix.
