@@ -151,8 +151,18 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	if !seen[keySystemUsers] {
 		s.SystemUsers = mustCompileAll(defaultSystemUsers)
 	}
+	if s.TrustPodTokens {
+		s.Warnings = append(s.Warnings, msgPodTokenBoundary)
+	}
 	return s, nil
 }
+
+// msgPodTokenBoundary is the remark on settings with trustPodTokens: who
+// may act as a driver Pod, and so give its identity to the Pods they create
+// (docs/BEHAVIOUR.md §3.4).
+const msgPodTokenBoundary = "settings." + keyTrustPodTokens + ": a Pod created with a token bound to a driver Pod may carry the driver's identity, " +
+	"so whoever may create tokens for the driver's service account (serviceaccounts/token), exec or attach into the driver (pods/exec, pods/attach), " +
+	"or change its containers (pods update, pods/ephemeralcontainers) may act as the driver; the built-in edit and admin roles grant all of these in their namespace"
 
 // parseTrustRBAC reads trustRBAC: a boolean (true asks the default
 // review), or an object naming the review's verb, group and resource, each
