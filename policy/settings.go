@@ -162,7 +162,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 // (docs/BEHAVIOUR.md §3.4).
 const msgPodTokenBoundary = "settings." + keyTrustPodTokens + ": a Pod created with a token bound to a driver Pod may carry the driver's identity, " +
 	"so whoever may create tokens for the driver's service account (serviceaccounts/token), exec or attach into the driver (pods/exec, pods/attach), " +
-	"or change its containers (pods update, pods/ephemeralcontainers) may act as the driver; the built-in edit and admin roles grant all of these in their namespace"
+	"change its image (pods update) or add a container to it (pods/ephemeralcontainers) may act as the driver; the built-in edit and admin roles grant all but the last in their namespace"
 
 // parseTrustRBAC reads trustRBAC: a boolean (true asks the default
 // review), or an object naming the review's verb, group and resource, each
