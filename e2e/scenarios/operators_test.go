@@ -906,7 +906,7 @@ func testRayJobClusterSelector(t *testing.T, env *operatorsEnv) {
 	}
 	logs := admissionsFor(t, env.webhook, env.ns)
 	operator := "system:serviceaccount:" + kuberayAccount.Namespace + ":" + kuberayAccount.Name
-	assert.Equal(t, 1, countAdmissions(logs, "Job", "CREATE", operator, "allowed"), "the operator created the Job, stamped by provenance")
+	assert.Equal(t, 1, countAdmissions(logs, "Job", "CREATE", operator, "mutated"), "the operator created the Job, stamped by provenance")
 }
 
 // testOwnerBeforePolicy: a RayJob created where the policy did not yet
@@ -954,7 +954,8 @@ func testOwnerBeforePolicy(t *testing.T, env *operatorsEnv) {
 	_, err = client(admin).BatchV1().Jobs(ns).Get(ctx, "rj-old", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "no submitter Job exists: %v", err)
 	logs := admissionsFor(t, env.webhook, ns)
-	assert.Zero(t, countAdmissions(logs, "Job", "CREATE", operator, "allowed"), "no Job of the operator was admitted")
+	assert.Zero(t, countAdmissions(logs, "Job", "CREATE", operator, "allowed")+countAdmissions(logs, "Job", "CREATE", operator, "mutated"),
+		"no Job of the operator was admitted")
 	assert.NotZero(t, countAdmissions(logs, "Job", "CREATE", operator, "denied"))
 
 	// The RayJob cannot gain a record after the fact, even from alice.
