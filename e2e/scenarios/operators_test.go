@@ -650,10 +650,14 @@ func testDriverToken(t *testing.T, env *operatorsEnv) {
 	adm := client(admin)
 	_, err := adm.CoreV1().ServiceAccounts(env.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "spark"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// other: a second account of the namespace, with the same rights.
+	_, err = adm.CoreV1().ServiceAccounts(env.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	_, err = adm.RbacV1().RoleBindings(env.ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "spark-creates-executors"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: workloadRole},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ns, Name: "spark"}},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ns, Name: "spark"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: env.ns, Name: "other"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -706,8 +710,6 @@ func testDriverToken(t *testing.T, env *operatorsEnv) {
 
 	// The API server binds a token only to a Pod that runs as the token's
 	// service account (pkg/registry/core/serviceaccount/storage/token.go).
-	_, err = adm.CoreV1().ServiceAccounts(env.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
 	_, err = adm.CoreV1().ServiceAccounts(env.ns).CreateToken(ctx, "other", &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: driver.Name, UID: driver.UID}},
 	}, metav1.CreateOptions{})
