@@ -247,9 +247,17 @@ func decideAbsent(s *Settings, r request, kind kindRef, id identity, locs []*pod
 	}
 	d := accept("create: absent, inject")
 	want := id.recordedValue(s.RecordedGroups)
-	if p, ok := provenValue(s, r, kind, id); ok {
+	p, ok, failed, err := provenValue(s, r, kind, id)
+	switch {
+	case err != nil:
+		return decision{}, err
+	case ok:
 		d = accept("create: absent, inherited " + p.how)
 		want = p.value
+	case len(failed) > 0:
+		// An operator creates this for an owner whose submitter is not
+		// proven: charging the operator would launder the owner's work.
+		return reject("create: absent, provenance not proven", codeForbidden, unprovenMessage(id, failed)), nil
 	}
 	token := appendJSONString(make([]byte, 0, jsonStringLen(want)), want)
 	for _, cur := range locs {

@@ -170,12 +170,22 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	if !seen[keySchedulerUsers] {
 		s.SchedulerUsers = mustCompileAll(defaultSchedulerUsers)
 	}
+	if s.TrustPodTokens {
+		s.Warnings = append(s.Warnings, msgPodTokenBoundary)
+	}
 	return s, nil
 }
 
 // trustRBACKeys lists the keys of a trustRBAC object for the unknown-key
 // message.
 const trustRBACKeys = "verb, group, resource, groupsResource, acceptWildcardGrants, maxGroups"
+
+// msgPodTokenBoundary is the remark on settings with trustPodTokens: who
+// may act as a driver Pod, and so give its identity to the Pods they create
+// (docs/BEHAVIOUR.md §3.4).
+const msgPodTokenBoundary = "settings." + keyTrustPodTokens + ": a Pod created with a token bound to a driver Pod may carry the driver's identity, " +
+	"so whoever may create tokens for the driver's service account (serviceaccounts/token), exec or attach into the driver (pods/exec, pods/attach), " +
+	"change its image (pods update) or add a container to it (pods/ephemeralcontainers) may act as the driver; the built-in edit and admin roles grant all but the last in their namespace"
 
 // parseTrustRBAC reads trustRBAC: a boolean (true asks the default
 // reviews), or an object naming the reviews' verb, API group, resource

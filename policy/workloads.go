@@ -377,6 +377,24 @@ func indexField(field string, i int) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
+// recordPath is where every workload kind records its submitter besides
+// its pod templates: the object's own annotations. An object whose
+// templates are all optional (a RayJob that names an existing cluster, a
+// TrainJob) would otherwise record no one, and what its operator creates
+// for it could not be charged to its submitter (docs/BEHAVIOUR.md §3.3).
+const recordPath = "metadata.annotations"
+
+// withRecord adds recordPath to a kind's paths, unless they name it.
+func withRecord(paths []annotationPath) []annotationPath {
+	for _, ap := range paths {
+		if ap.text == recordPath {
+			return paths
+		}
+	}
+	ap, _ := parseAnnotationPath(recordPath)
+	return append(paths, ap)
+}
+
 // workload returns the workload kind k, if settings name it.
 func (s *Settings) workload(k kindRef) *workloadKind {
 	for i := range s.Workloads {
@@ -648,6 +666,7 @@ func presetEntry(p *preset) workloadEntry {
 			ap, _ := parseAnnotationPath(text)
 			k.paths = append(k.paths, ap)
 		}
+		k.paths = withRecord(k.paths)
 		w.kinds = append(w.kinds, k)
 		w.owners = append(w.owners, k.kindRef)
 	}
@@ -741,7 +760,7 @@ func parseWorkloadObject(errs *settingsError, warnings *[]string, field string, 
 			errs.problems = append(errs.problems, field+".paths: must name at least one annotation path")
 		}
 		w.name = kindName(kindRef{group, kind})
-		w.kinds = []workloadKind{{kindRef: kindRef{group, kind}, paths: paths}}
+		w.kinds = []workloadKind{{kindRef: kindRef{group, kind}, paths: withRecord(paths)}}
 		w.owners = []kindRef{{group, kind}}
 	}
 	w.owners = append(w.owners, extraOwners...)

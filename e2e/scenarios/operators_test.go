@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -72,7 +74,11 @@ type operatorsEnv struct {
 // created with its driver's bound token carries the driver's identity;
 // the same executor from another Pod of the same service account does not.
 // The attacks of an operator account that tries to invent an identity are
-// refused, as is a changed template on UPDATE.
+// refused, as is a changed template on UPDATE. A RayJob without any pod
+// template records its submitter in its own annotations, so its submitter
+// Job is charged to alice; one created before the policy covered its
+// namespace records no one, and its submitter Job is refused rather than
+// charged to the operator.
 func TestOperators(t *testing.T) {
 	start(t)
 	if e2e.operators == nil {
@@ -82,6 +88,8 @@ func TestOperators(t *testing.T) {
 
 	t.Run("kuberay-raycluster", func(t *testing.T) { testRayCluster(t, env) })
 	t.Run("kuberay-rayjob", func(t *testing.T) { testRayJob(t, env) })
+	t.Run("kuberay-rayjob-cluster-selector", func(t *testing.T) { testRayJobClusterSelector(t, env) })
+	t.Run("kuberay-owner-before-policy", func(t *testing.T) { testOwnerBeforePolicy(t, env) })
 	t.Run("kuberay-operator-cannot-invent", func(t *testing.T) { testOperatorCannotInvent(t, env) })
 	t.Run("kuberay-yunikorn", func(t *testing.T) { testRayClusterScheduled(t, env) })
 	t.Run("jobset", func(t *testing.T) { testJobSet(t, env) })
@@ -631,17 +639,25 @@ spec:
 
 // testDriverToken: the Spark chain without Spark. alice's driver Pod runs
 // as service account spark; an executor created with a token bound to the
-// driver, and owned by it, carries the driver's identity; one created with
-// a token bound to another Pod of the same account is refused.
+// driver (requested as the kubelet requests the driver's projected token),
+// and owned by it, carries the driver's identity; one created with a token
+// bound to another Pod of the same account is refused, and so are extras
+// that claim the driver for another account. The trust boundary is shown
+// both ways: bob, allowed to mint tokens for spark, acts as the driver;
+// alice, who is not, cannot mint one.
 func testDriverToken(t *testing.T, env *operatorsEnv) {
 	ctx := t.Context()
 	adm := client(admin)
 	_, err := adm.CoreV1().ServiceAccounts(env.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "spark"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	// other: a second account of the namespace, with the same rights.
+	_, err = adm.CoreV1().ServiceAccounts(env.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	_, err = adm.RbacV1().RoleBindings(env.ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "spark-creates-executors"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: workloadRole},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ns, Name: "spark"}},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: env.ns, Name: "spark"},
+			{Kind: rbacv1.ServiceAccountKind, Namespace: env.ns, Name: "other"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -691,6 +707,63 @@ func testDriverToken(t *testing.T, env *operatorsEnv) {
 	_, err = fromNotebook.CoreV1().Pods(env.ns).Create(ctx, executor("exec-3", map[string]string{annotationKey: want}), metav1.CreateOptions{})
 	requireRefused(t, err, workloadsWebhook, id.notAllowed()+": pod-token proof failed: the controller ownerReference (Pod spark-pi-driver, uid "+
 		string(driver.UID)+") is not the Pod the submitter's token is bound to (notebook, uid "+string(notebook.UID)+")")
+
+	// The API server binds a token only to a Pod that runs as the token's
+	// service account (pkg/registry/core/serviceaccount/storage/token.go).
+	_, err = adm.CoreV1().ServiceAccounts(env.ns).CreateToken(ctx, "other", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: driver.Name, UID: driver.UID}},
+	}, metav1.CreateOptions{})
+	require.Error(t, err, "a token of another service account bound to the driver")
+	assert.True(t, apierrors.IsBadRequest(err), "%v", err)
+	// Extras that claim the driver for another account come only from an
+	// authenticating proxy or impersonation; the policy refuses them too.
+	cfg, err := e2e.cluster.Config(admin)
+	require.NoError(t, err)
+	other := "system:serviceaccount:" + env.ns + ":other"
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: other, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + env.ns},
+		Extra: map[string][]string{"authentication.kubernetes.io/pod-name": {driver.Name}, "authentication.kubernetes.io/pod-uid": {string(driver.UID)}}}
+	posing, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	id, err = whoAmI(ctx, posing)
+	require.NoError(t, err)
+	_, err = posing.CoreV1().Pods(env.ns).Create(ctx, executor("exec-4", map[string]string{annotationKey: want}), metav1.CreateOptions{})
+	requireRefused(t, err, workloadsWebhook, id.notAllowed()+": pod-token proof failed: Pod "+env.ns+"/spark-pi-driver runs as service account \"spark\", and the submitter "+other+" is not it")
+
+	// The trust boundary (docs/BEHAVIOUR.md §3.4): whoever may create
+	// tokens for the driver's service account may act as the driver. bob,
+	// granted that on spark, mints a token bound to alice's driver, and
+	// his Pod is charged to alice; alice's own rights (the workload role)
+	// do not include it, and the API server refuses her.
+	_, err = adm.RbacV1().Roles(env.ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "spark-token-minter"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, ResourceNames: []string{"spark"}, Verbs: []string{"create"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = adm.RbacV1().RoleBindings(env.ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bob-mints-spark-tokens"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "spark-token-minter"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: bob}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bound := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(600)),
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: driver.Name, UID: driver.UID}}}
+	_, err = client(alice).CoreV1().ServiceAccounts(env.ns).CreateToken(ctx, "spark", bound, metav1.CreateOptions{})
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err), "alice may not mint tokens for spark: %v", err)
+	var tok *authenticationv1.TokenRequest
+	err = cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+		tok, err = client(bob).CoreV1().ServiceAccounts(env.ns).CreateToken(ctx, "spark", bound, metav1.CreateOptions{})
+		return err == nil, nil // RBAC is served from informers: the binding takes a moment
+	})
+	require.NoError(t, err, "bob mints a token of spark bound to the driver")
+	cfg, err = e2e.cluster.Config(admin)
+	require.NoError(t, err)
+	cfg.BearerToken = tok.Status.Token
+	asDriver, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	p, err = asDriver.CoreV1().Pods(env.ns).Create(ctx, executor("exec-bob", nil), metav1.CreateOptions{})
+	require.NoError(t, err, "bob's Pod, created with a token he minted for the driver")
+	assert.Equal(t, want, p.Annotations[annotationKey], "inside the boundary: whoever may mint the driver's tokens acts as the driver")
 }
 
 // testPyTorchJob: alice's PyTorchJob is stamped in every replica
@@ -732,4 +805,163 @@ spec:
 	logs := admissionsFor(t, env.webhook, env.ns)
 	operator := "system:serviceaccount:" + trainingAccount.Namespace + ":" + trainingAccount.Name
 	assert.Equal(t, 3, countAdmissions(logs, "Pod", "CREATE", operator, "allowed"), "the operator created them, admitted by provenance")
+}
+
+// rayHeadManifest is a RayCluster with a head and no worker group: one Pod.
+func rayHeadManifest(name string) string {
+	return fmt.Sprintf(`apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: %s
+spec:
+  rayVersion: "2.46.0"
+  headGroupSpec:
+    rayStartParams: {}
+    template:
+      spec:
+        containers:
+          - name: ray-head
+            image: registry.invalid/ray:2.46.0
+            resources: {limits: {cpu: "1", memory: 2Gi}}
+`, name)
+}
+
+// rayJobOnCluster is a RayJob that runs on the existing RayCluster cluster
+// (spec.clusterSelector): it has no pod template at all, and KubeRay
+// builds its submitter Job from a default template without metadata
+// (ray-operator v1.4.2, controllers/ray/common/job.go).
+func rayJobOnCluster(name, cluster string) string {
+	return fmt.Sprintf(`apiVersion: ray.io/v1
+kind: RayJob
+metadata:
+  name: %s
+spec:
+  entrypoint: python -c "print(1)"
+  submissionMode: K8sJobMode
+  clusterSelector:
+    ray.io/cluster: %s
+`, name, cluster)
+}
+
+// createIn creates a custom resource from YAML as user in namespace ns.
+func (env *operatorsEnv) createIn(t *testing.T, user, ns string, gvr schema.GroupVersionResource, manifest string) *unstructured.Unstructured {
+	t.Helper()
+	var obj map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(manifest), &obj))
+	created, err := env.dyn[user].Resource(gvr).Namespace(ns).Create(t.Context(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	require.NoError(t, err, "create %s as %s in %s", gvr.Resource, user, ns)
+	return created
+}
+
+// readyRayCluster reports the Pods of RayCluster name as a kubelet would
+// once they run (the suite runs no kubelet), and waits until KubeRay
+// counts the cluster ready, which is when it submits a RayJob to it.
+func readyRayCluster(t *testing.T, env *operatorsEnv, ns, name string, pods int) {
+	t.Helper()
+	ctx := t.Context()
+	for _, p := range waitPods(t, ns, "ray.io/cluster="+name, pods) {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()})
+		_, err := client(admin).CoreV1().Pods(ns).UpdateStatus(ctx, &p, metav1.UpdateOptions{})
+		require.NoError(t, err, "pod %s runs", p.Name)
+	}
+	err := cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+		rc, err := env.dyn[admin].Resource(rayClusters).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		state, _, _ := unstructured.NestedString(rc.Object, "status", "state")
+		return state == "ready", nil
+	})
+	require.NoError(t, err, "KubeRay counts RayCluster %s ready", name)
+}
+
+// testRayJobClusterSelector: alice's RayJob that runs on an existing
+// cluster has no pod template; it records her identity in its own
+// annotations, and the submitter Job KubeRay creates for it (from a
+// template without metadata) is stamped with alice, not with the
+// operator's service account. Its Pod, which the Job controller creates,
+// carries alice too.
+func testRayJobClusterSelector(t *testing.T, env *operatorsEnv) {
+	ctx := t.Context()
+	want := e2e.identity[alice].annotation()
+	env.create(t, alice, rayClusters, rayHeadManifest("rc-shared"))
+	readyRayCluster(t, env, env.ns, "rc-shared", 1)
+	rj := env.create(t, alice, rayJobs, rayJobOnCluster("rj-on-shared", "rc-shared"))
+	assert.Equal(t, want, rj.GetAnnotations()[annotationKey], "the RayJob records alice in its own annotations")
+
+	var job *batchv1.Job
+	err := cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+		j, err := client(admin).BatchV1().Jobs(env.ns).Get(ctx, "rj-on-shared", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		job = j
+		return true, nil
+	})
+	require.NoError(t, err, "KubeRay creates the submitter Job")
+	require.NotEmpty(t, job.OwnerReferences)
+	assert.Equal(t, rj.GetUID(), job.OwnerReferences[0].UID, "owned by alice's RayJob")
+	assert.Equal(t, want, job.Spec.Template.Annotations[annotationKey], "the submitter Job is charged to alice")
+	for _, p := range waitPods(t, env.ns, "batch.kubernetes.io/job-name=rj-on-shared", 1) {
+		assert.Equal(t, want, p.Annotations[annotationKey], "pod %s carries alice's identity", p.Name)
+	}
+	logs := admissionsFor(t, env.webhook, env.ns)
+	operator := "system:serviceaccount:" + kuberayAccount.Namespace + ":" + kuberayAccount.Name
+	assert.Equal(t, 1, countAdmissions(logs, "Job", "CREATE", operator, "mutated"), "the operator created the Job, stamped by provenance")
+}
+
+// testOwnerBeforePolicy: a RayJob created where the policy did not yet
+// run records no one. Once the policy covers its namespace, the submitter
+// Job KubeRay creates for it is refused, with a message that names the
+// RayJob and what to do, rather than charged to the operator; KubeRay
+// reports the refusal as an event of the RayJob.
+func testOwnerBeforePolicy(t *testing.T, env *operatorsEnv) {
+	ctx := t.Context()
+	ns, err := createNamespace(ctx, client(admin), t.Name(), nil)
+	require.NoError(t, err)
+	rj := env.createIn(t, alice, ns, rayJobs, rayJobOnCluster("rj-old", "rc-new"))
+	assert.Empty(t, rj.GetAnnotations()[annotationKey], "no policy ran: the RayJob records no one")
+
+	nsObj, err := client(admin).CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	require.NoError(t, err)
+	nsObj.Labels[webhookLabel] = webhookOperators
+	_, err = client(admin).CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, waitEnforced(ctx, ns))
+
+	env.createIn(t, alice, ns, rayClusters, rayHeadManifest("rc-new"))
+	readyRayCluster(t, env, ns, "rc-new", 1)
+
+	operator := "system:serviceaccount:" + kuberayAccount.Namespace + ":" + kuberayAccount.Name
+	message := fmt.Sprintf("admission webhook %q denied the request: the submitter of this object cannot be proven, and it is not charged to %s, "+
+		"which creates it for its owner: owner proof failed: RayJob %s/rj-old records no submitter; re-create RayJob %s/rj-old so that the policy "+
+		"records its submitter, or have an allowed submitter create it with the annotation %s", workloadsWebhook, operator, ns, ns, annotationKey)
+	var seen []string
+	err = cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+		l, err := client(admin).CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=rj-old"})
+		if err != nil {
+			return false, nil
+		}
+		seen = seen[:0]
+		for _, e := range l.Items {
+			seen = append(seen, e.Reason+": "+e.Message)
+			if e.Reason == "FailedToCreateRayJobSubmitter" && strings.Contains(e.Message, message) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	require.NoError(t, err, "KubeRay reports the refused submitter Job (events: %q)", seen)
+	_, err = client(admin).BatchV1().Jobs(ns).Get(ctx, "rj-old", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "no submitter Job exists: %v", err)
+	logs := admissionsFor(t, env.webhook, ns)
+	assert.Zero(t, countAdmissions(logs, "Job", "CREATE", operator, "allowed")+countAdmissions(logs, "Job", "CREATE", operator, "mutated"),
+		"no Job of the operator was admitted")
+	assert.NotZero(t, countAdmissions(logs, "Job", "CREATE", operator, "denied"))
+
+	// The RayJob cannot gain a record after the fact, even from alice.
+	_, err = env.dyn[alice].Resource(rayJobs).Namespace(ns).Patch(ctx, "rj-old", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"yunikorn.apache.org/user.info":`+fmt.Sprintf("%q", e2e.identity[alice].annotation())+`}}}`), metav1.PatchOptions{})
+	requireRefused(t, err, workloadsWebhook, msgChangeNotAllowed+": request.object.metadata.annotations")
 }
