@@ -61,11 +61,11 @@ func TestRun_scaledRayCluster(t *testing.T) {
 	value, err := json.Marshal(shape.Annotation(n))
 	require.NoError(t, err)
 	var want bytes.Buffer
-	want.WriteByte('[')
+	// The RayCluster records its submitter on its own metadata too, first
+	// in document order.
+	want.WriteString(`[{"op":"add","path":"/metadata/annotations","value":{"yunikorn.apache.org/user.info":` + string(value) + `}}`)
 	for k := 0; k <= n; k++ {
-		if k > 0 {
-			want.WriteByte(',')
-		}
+		want.WriteByte(',')
 		path := "/spec/headGroupSpec/template"
 		if k > 0 {
 			path = "/spec/workerGroupSpecs/" + strconv.Itoa(k-1) + "/template"
