@@ -112,7 +112,7 @@ func Run(ctx context.Context, cs kubernetes.Interface, opts Options) (*Report, e
 	s := &scan{
 		cs:     cs,
 		opts:   opts,
-		report: &Report{Scanned: map[string]int{}, Audited: map[string]int{}, Passed: map[string]int{}},
+		report: &Report{Findings: []Finding{}, Scanned: map[string]int{}, Audited: map[string]int{}, Passed: map[string]int{}},
 		owners: newLRU(opts.OwnerCacheSize),
 		apps:   map[string]*appUsers{},
 	}
