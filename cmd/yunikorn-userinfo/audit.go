@@ -27,6 +27,10 @@ type auditFlags struct {
 	pageSize      int64
 	progressEvery int
 	quiet         bool
+	queueCheck    bool
+	ykNamespace   string
+	policyGroup   string
+	partition     string
 	timeout       time.Duration
 }
 
@@ -47,6 +51,10 @@ YuniKorn schedules (spec.schedulerName --scheduler-name) and report:
                             Job, ReplicationController)
   application-id-shared     Pods of one YuniKorn application naming different
                             users (the application IDs as the shim reads them)
+  queue-not-allowed         a Pod whose user may submit to no queue YuniKorn
+                            would place its application in, under the current
+                            queues.yaml (--queue-check, from the ConfigMaps of
+                            --yunikorn-namespace)
 
 Workloads made before the policy was installed, while it was down, in
 monitor mode, or in namespaces it does not cover are what this finds.
@@ -74,6 +82,10 @@ was found; 1 on errors.`,
 	fs.Int64Var(&f.pageSize, "page-size", 500, "objects per list request")
 	fs.IntVar(&f.progressEvery, "progress-every", 5000, "a progress line on stderr every this many objects of a kind")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
+	fs.BoolVar(&f.queueCheck, "queue-check", true, "place every Pod as YuniKorn would under its current queue configuration, and report users who may submit to no queue they would get")
+	fs.StringVar(&f.ykNamespace, "yunikorn-namespace", "yunikorn", "with --queue-check: the namespace of YuniKorn's yunikorn-configs and yunikorn-defaults ConfigMaps")
+	fs.StringVar(&f.policyGroup, "policy-group", "queues", "with --queue-check: YuniKorn's service.policyGroup (the ConfigMap key POLICY-GROUP.yaml)")
+	fs.StringVar(&f.partition, "partition", "default", "with --queue-check: the partition Pods are placed in")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "the deadline of the whole audit")
 	return cmd
 }
@@ -110,6 +122,16 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	if !f.quiet {
 		opts.Progress = a.stderr
+	}
+	if f.queueCheck {
+		part, from, err := audit.LoadQueues(ctx, cs, audit.QueueConfig{Namespace: f.ykNamespace, PolicyGroup: f.policyGroup, Partition: f.partition})
+		if err != nil {
+			return fmt.Errorf("%w (--queue-check=false audits without it)", err)
+		}
+		opts.Queues = part
+		if !f.quiet {
+			fmt.Fprintf(a.stderr, "audit: queue configuration: %s\n", from)
+		}
 	}
 	began := time.Now()
 	rep, err := audit.Run(ctx, cs, opts)

@@ -135,6 +135,7 @@ func TestAudit_kubeconfig(t *testing.T) {
 	assert.Contains(t, res.stderr, "audit: Pod: 2 read, 1 findings so far\n")
 	assert.Contains(t, res.stderr, "audit: Pod: 5 read in 3 pages, 5 audited")
 	assert.Contains(t, res.stderr, "audit: done in ")
+	assert.Contains(t, res.stderr, "audit: queue configuration: YuniKorn's built-in default (no queues.yaml in yunikorn/yunikorn-configs or yunikorn-defaults)\n")
 
 	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q")
 	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)

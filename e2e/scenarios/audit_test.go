@@ -59,6 +59,13 @@ func TestAuditExisting(t *testing.T) {
 	created(alice, yk(labelled(newPod("shared-1", map[string]string{annotationKey: `{"user":"alice"}`}), "e2e-shared")))
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have seconds
 	created(bob, yk(labelled(newPod("shared-2", map[string]string{annotationKey: `{"user":"bob"}`}), "e2e-shared")))
+	// Valid and consistent, each in an application of its own, asking for
+	// a queue only alice may submit to.
+	for _, u := range []string{alice, bob} {
+		p := yk(labelled(newPod("queued-"+u, map[string]string{annotationKey: `{"user":"` + u + `"}`}), "e2e-queued-"+u))
+		p.Labels["queue"] = "root.restricted"
+		created(u, p)
+	}
 
 	web := newDeployment("web", 2, map[string]string{annotationKey: `{"user":"alice","groups":["dev"]}`})
 	web.Spec.Template.Spec.SchedulerName = "yunikorn"
@@ -132,19 +139,57 @@ func TestAuditExisting(t *testing.T) {
 	}
 
 	// One namespace, two objects a page.
-	out, progress := audit("-n", ns, "-o", "json", "--page-size", "2", "--progress-every", "2")
+	out, progress := audit("-n", ns, "-o", "json", "--page-size", "2", "--progress-every", "2", "--queue-check=false")
 	t.Logf("audit -n %s:\n%s\nstderr:\n%s", ns, out, progress)
 	var inNS report
 	require.NoError(t, json.Unmarshal([]byte(out), &inNS))
 	assert.ElementsMatch(t, want, findings(inNS))
-	assert.Contains(t, progress, "audit: Pod: 2 of about 8 read") // the server estimates the rest
-	assert.Contains(t, progress, "audit: Pod: 8 read in 4 pages, 7 audited")
+	assert.Contains(t, progress, "audit: Pod: 2 of about 10 read") // the server estimates the rest
+	assert.Contains(t, progress, "audit: Pod: 10 read in 5 pages, 9 audited")
 
 	// The whole cluster finds the same in this namespace.
-	out, _ = audit("-o", "json", "-q")
+	out, _ = audit("-o", "json", "-q", "--queue-check=false")
 	var all report
 	require.NoError(t, json.Unmarshal([]byte(out), &all))
 	assert.ElementsMatch(t, want, findings(all))
+
+	// The queue check, under a queues.yaml of YuniKorn's ConfigMap: only
+	// root.restricted is open, to alice; every other valid Pod would be
+	// rejected (the namespace's own queue is closed).
+	ykNS, err := createNamespace(ctx, adm, t.Name()+"-yunikorn", nil)
+	require.NoError(t, err)
+	_, err = adm.CoreV1().ConfigMaps(ykNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "yunikorn-configs"},
+		Data: map[string]string{"queues.yaml": `
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+      - name: tag
+        value: namespace
+        create: true
+    queues:
+      - name: root
+        submitacl: ' '
+        queues:
+          - name: restricted
+            submitacl: alice
+`},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	out, progress = audit("-n", ns, "-o", "json", "--yunikorn-namespace", ykNS)
+	assert.Contains(t, progress, "audit: queue configuration: "+ykNS+"/yunikorn-configs queues.yaml\n")
+	var queued report
+	require.NoError(t, json.Unmarshal([]byte(out), &queued))
+	var rejected []string
+	for _, f := range queued.Findings {
+		if f.Rule == "queue-not-allowed" {
+			rejected = append(rejected, f.Resource.Name)
+		}
+	}
+	valid := []string{"queued-bob", "shared-1", "shared-2", webPods[0].Name, webPods[1].Name}
+	assert.ElementsMatch(t, valid, rejected, "every Pod with a usable user.info but alice's in root.restricted")
+	assert.Len(t, queued.Findings, len(want)+len(valid), "the other findings are unchanged")
 
 	// PolicyReports, on the real CRD.
 	dir := moduleDir(t, policyReportModule)
@@ -154,7 +199,7 @@ func TestAuditExisting(t *testing.T) {
 	dyn, err := dynamic.NewForConfig(cfg)
 	require.NoError(t, err)
 	for range 2 { // created, then replaced
-		out, _ = audit("-n", ns, "-o", "policyreport", "--apply", "-q")
+		out, _ = audit("-n", ns, "-o", "policyreport", "--apply", "-q", "--queue-check=false")
 		assert.Equal(t, "1 PolicyReports written (yunikorn-userinfo-audit)\n", out)
 		rep, err := dyn.Resource(policyReports).Namespace(ns).Get(ctx, "yunikorn-userinfo-audit", metav1.GetOptions{})
 		require.NoError(t, err)

@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/queues"
 )
 
 // The rules a finding can break.
@@ -53,6 +55,11 @@ type Options struct {
 	// 5000) and at the end of every kind.
 	Progress      io.Writer
 	ProgressEvery int
+	// Queues, if set, is the partition of YuniKorn's queue configuration
+	// (LoadQueues): every Pod with a valid user.info is placed as
+	// YuniKorn would place its application, and reported when its user
+	// may submit to no queue it could go to.
+	Queues *queues.Partition
 	// Logger gets debug lines (default: discard).
 	Logger *slog.Logger
 }
@@ -104,17 +111,21 @@ type Report struct {
 	Audited map[string]int `json:"audited"`
 	// Passed counts, by namespace, the audited objects without a finding.
 	Passed map[string]int `json:"passed"`
+	// QueueUnchecked counts the Pods the queue check could not judge
+	// (groups the scheduler resolves on its host, a namespace not read).
+	QueueUnchecked int `json:"queueUnchecked,omitempty"`
 }
 
 // Run scans the cluster.
 func Run(ctx context.Context, cs kubernetes.Interface, opts Options) (*Report, error) {
 	opts.defaults()
 	s := &scan{
-		cs:     cs,
-		opts:   opts,
-		report: &Report{Findings: []Finding{}, Scanned: map[string]int{}, Audited: map[string]int{}, Passed: map[string]int{}},
-		owners: newLRU(opts.OwnerCacheSize),
-		apps:   map[string]*appUsers{},
+		cs:      cs,
+		opts:    opts,
+		report:  &Report{Findings: []Finding{}, Scanned: map[string]int{}, Audited: map[string]int{}, Passed: map[string]int{}},
+		owners:  newLRU(opts.OwnerCacheSize),
+		apps:    map[string]*appUsers{},
+		parents: map[string]string{},
 	}
 	if err := s.workloads(ctx); err != nil {
 		return nil, err
@@ -142,6 +153,8 @@ type scan struct {
 	report *Report
 	owners *lru
 	apps   map[string]*appUsers
+	// parents caches the namespaces' parentqueue annotations.
+	parents map[string]string
 	// failed marks, per object, that it has a finding (reset per object).
 	failed bool
 }
@@ -349,6 +362,9 @@ func (s *scan) pods(ctx context.Context) error {
 		id, ok := s.checkValue(res, p.Annotations, "the Pod")
 		if ok {
 			s.checkOwner(ctx, res, p, id, appID)
+			if s.opts.Queues != nil {
+				s.checkQueue(ctx, res, p, id, appID)
+			}
 			if appID != "" {
 				s.recordApp(appID, id.User, p.CreationTimestamp.Time, res, !s.failed)
 			}
