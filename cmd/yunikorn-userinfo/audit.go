@@ -140,6 +140,12 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	if !f.quiet {
 		fmt.Fprintf(a.stderr, "audit: done in %.1fs: %d findings\n", time.Since(began).Seconds(), len(rep.Findings))
+		if rep.OwnersUnread > 0 {
+			fmt.Fprintf(a.stderr, "audit: %d Pods not compared with their controller, which could not be read (see the warnings)\n", rep.OwnersUnread)
+		}
+		if rep.QueueUnchecked > 0 {
+			fmt.Fprintf(a.stderr, "audit: %d Pods not placed: their user's groups are resolved on the scheduler's host, or their namespace could not be read\n", rep.QueueUnchecked)
+		}
 	}
 	switch f.output {
 	case "json":

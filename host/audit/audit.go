@@ -114,6 +114,10 @@ type Report struct {
 	// QueueUnchecked counts the Pods the queue check could not judge
 	// (groups the scheduler resolves on its host, a namespace not read).
 	QueueUnchecked int `json:"queueUnchecked,omitempty"`
+	// OwnersUnread counts the Pods whose controller could not be read
+	// (an error other than not found, e.g. no get permission): they were
+	// not compared with it.
+	OwnersUnread int `json:"ownersUnread,omitempty"`
 }
 
 // Run scans the cluster.
@@ -201,7 +205,7 @@ func page[T any](ctx context.Context, s *scan, kind string, list func(context.Co
 			if s.opts.Progress != nil && n%s.opts.ProgressEvery == 0 {
 				total := ""
 				if meta.RemainingItemCount != nil {
-					total = fmt.Sprintf(" of about %d", n+int(*meta.RemainingItemCount)-(len(items)-1-i))
+					total = fmt.Sprintf(" of about %d", n+(len(items)-1-i)+int(*meta.RemainingItemCount))
 				}
 				fmt.Fprintf(s.opts.Progress, "audit: %s: %d%s read, %d findings so far\n", kind, n, total, len(s.report.Findings))
 			}
@@ -387,7 +391,8 @@ func (s *scan) checkOwner(ctx context.Context, res Resource, p *corev1.Pod, id I
 	}
 	o, err := s.owner(ctx, p.Namespace, ref)
 	if err != nil {
-		s.opts.Logger.Debug("audit: controller not read", "pod", p.Namespace+"/"+p.Name, "owner", ref.Kind+"/"+ref.Name, "error", err)
+		s.opts.Logger.Warn("audit: controller not read", "pod", p.Namespace+"/"+p.Name, "owner", ref.Kind+"/"+ref.Name, "error", err)
+		s.report.OwnersUnread++
 		return
 	}
 	if !o.known || !o.valid {

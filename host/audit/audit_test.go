@@ -151,7 +151,8 @@ func TestRun_paging(t *testing.T) {
 		return true, l, nil
 	})
 	var progress bytes.Buffer
-	r, err := Run(t.Context(), cs, Options{PageSize: size, Progress: &progress, ProgressEvery: 10})
+	// Every 7: in the middle of a page, the total counts the rest of it.
+	r, err := Run(t.Context(), cs, Options{PageSize: size, Progress: &progress, ProgressEvery: 7})
 	require.NoError(t, err)
 	require.Len(t, requests, 5)
 	for i, o := range requests {
@@ -162,8 +163,9 @@ func TestRun_paging(t *testing.T) {
 	}
 	assert.Equal(t, total, r.Scanned["Pod"])
 	assert.Len(t, r.Findings, total, "every Pod lacks user.info")
-	assert.Contains(t, progress.String(), "audit: Pod: 10 of about 23 read")
-	assert.Contains(t, progress.String(), "audit: Pod: 20 of about 23 read")
+	assert.Contains(t, progress.String(), "audit: Pod: 7 of about 23 read, 7 findings so far\n")
+	assert.Contains(t, progress.String(), "audit: Pod: 14 of about 23 read")
+	assert.Contains(t, progress.String(), "audit: Pod: 21 read, 21 findings so far\n", "the last page has no estimate")
 	assert.Contains(t, progress.String(), "audit: Pod: 23 read in 5 pages")
 }
 
@@ -247,4 +249,18 @@ func TestPolicyReports(t *testing.T) {
 	require.NoError(t, err)
 	results, _, _ := unstructured.NestedSlice(got.Object, "results")
 	assert.Len(t, results, 1)
+}
+
+// A controller that cannot be read is counted, not silently passed over.
+func TestRun_ownerUnread(t *testing.T) {
+	p := pod("ns", "p", ui("u"), nil, 0)
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "j", Controller: ptr.To(true)}}
+	cs := fake.NewClientset(p)
+	cs.PrependReactor("get", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("forbidden")
+	})
+	r, err := Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	assert.Empty(t, r.Findings)
+	assert.Equal(t, 1, r.OwnersUnread)
 }
