@@ -159,7 +159,7 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 			if err != nil {
 				return fmt.Errorf("API client: %w", err)
 			}
-			if err := audit.Apply(ctx, dyn, reports); err != nil {
+			if err := audit.Apply(ctx, dyn, f.namespace, reports); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "%d PolicyReports written (%s)\n", len(reports), audit.ReportName)

@@ -53,6 +53,12 @@ func fakeAPIServer(t *testing.T, pods []string) (kubeconfig string, written func
 			reports[ns] = obj
 			w.WriteHeader(http.StatusCreated)
 			require.NoError(t, json.NewEncoder(w).Encode(obj))
+		case r.Method == http.MethodGet && r.URL.Path == "/apis/wgpolicyk8s.io/v1alpha2/policyreports":
+			items := []map[string]any{}
+			for _, rep := range reports {
+				items = append(items, rep)
+			}
+			require.NoError(t, json.NewEncoder(w).Encode(map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReportList", "metadata": map[string]any{}, "items": items}))
 		case r.URL.Path == "/api/v1/pods":
 			seen = append(seen, r.URL.Query().Get("limit")+"/"+r.URL.Query().Get("continue"))
 			var limit, start int

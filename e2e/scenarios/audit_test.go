@@ -220,6 +220,24 @@ partitions:
 		}
 		assert.Equal(t, map[string]int{"user-info-missing": 4, "user-info-invalid": 1, "user-info-owner-mismatch": 1, "application-id-shared": 2}, rules)
 	}
+
+	// A namespace with nothing to audit any more loses the report an
+	// earlier audit wrote there; other reports stay.
+	for _, name := range []string{"yunikorn-userinfo-audit", "someone-elses"} {
+		stale := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+			"metadata": map[string]any{"name": name, "labels": map[string]any{"app.kubernetes.io/managed-by": "yunikorn-userinfo"}},
+			"summary":  map[string]any{"fail": int64(1)},
+		}}
+		_, err = dyn.Resource(policyReports).Namespace(ykNS).Create(ctx, stale, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	out, _ = audit("-n", ykNS, "-o", "policyreport", "--apply", "-q", "--queue-check=false")
+	assert.Equal(t, "0 PolicyReports written (yunikorn-userinfo-audit)\n", out)
+	left, err := dyn.Resource(policyReports).Namespace(ykNS).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, left.Items, 1)
+	assert.Equal(t, "someone-elses", left.Items[0].GetName())
 }
 
 // moduleDir downloads a Go module through the module proxy (into the

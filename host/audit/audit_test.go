@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -240,15 +241,25 @@ func TestPolicyReports(t *testing.T) {
 	assert.Equal(t, []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "q", "namespace": "a", "uid": "u2"}}, second["resources"])
 	assert.Empty(t, reps[1].Object["results"])
 
-	// Apply creates, then replaces.
+	// Apply creates, then replaces, and deletes the reports of namespaces
+	// with nothing audited any more (only its own: by name and label).
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{PolicyReportGVR: "PolicyReportList"})
-	require.NoError(t, Apply(t.Context(), dyn, reps))
+	foreign := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+		"metadata": map[string]any{"name": "polr-ns-b-kubewarden", "namespace": "b", "labels": map[string]any{"app.kubernetes.io/managed-by": "kubewarden"}}}}
+	_, err := dyn.Resource(PolicyReportGVR).Namespace("b").Create(t.Context(), foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, Apply(t.Context(), dyn, "", reps))
 	r.Findings = r.Findings[:1]
-	require.NoError(t, Apply(t.Context(), dyn, r.PolicyReports(t0)))
+	delete(r.Passed, "b")
+	require.NoError(t, Apply(t.Context(), dyn, "", r.PolicyReports(t0)))
 	got, err := dyn.Resource(PolicyReportGVR).Namespace("a").Get(t.Context(), ReportName, metav1.GetOptions{})
 	require.NoError(t, err)
 	results, _, _ := unstructured.NestedSlice(got.Object, "results")
 	assert.Len(t, results, 1)
+	_, err = dyn.Resource(PolicyReportGVR).Namespace("b").Get(t.Context(), ReportName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the stale report is gone: %v", err)
+	_, err = dyn.Resource(PolicyReportGVR).Namespace("b").Get(t.Context(), foreign.GetName(), metav1.GetOptions{})
+	assert.NoError(t, err, "another tool's report stays")
 }
 
 // A controller that cannot be read is counted, not silently passed over.

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 )
 
@@ -132,8 +133,45 @@ func (r *Report) PolicyReports(now time.Time) []*unstructured.Unstructured {
 	return out
 }
 
-// Apply creates every report, or replaces the one of the same name.
-func Apply(ctx context.Context, dyn dynamic.Interface, reports []*unstructured.Unstructured) error {
+// Apply creates every report, or replaces the one of the same name, then
+// deletes the reports an earlier audit wrote (by name and label) in
+// namespaces (of scope: one namespace, or "" for all) that have none now:
+// their objects are gone, and a report that stayed would say otherwise.
+func Apply(ctx context.Context, dyn dynamic.Interface, scope string, reports []*unstructured.Unstructured) error {
+	if err := write(ctx, dyn, reports); err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, r := range reports {
+		keep[r.GetNamespace()] = true
+	}
+	opts := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=" + ReportSource, Limit: 500}
+	for {
+		l, err := dyn.Resource(PolicyReportGVR).Namespace(scope).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("list the PolicyReports of earlier audits: %w", err)
+		}
+		for _, old := range l.Items {
+			if old.GetName() != ReportName || keep[old.GetNamespace()] {
+				continue
+			}
+			err := dyn.Resource(PolicyReportGVR).Namespace(old.GetNamespace()).Delete(ctx, old.GetName(),
+				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrUID(old.GetUID())}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete the stale PolicyReport %s/%s: %w", old.GetNamespace(), old.GetName(), err)
+			}
+		}
+		if l.GetContinue() == "" {
+			return nil
+		}
+		opts.Continue = l.GetContinue()
+	}
+}
+
+func ptrUID(u types.UID) *types.UID { return &u }
+
+// write creates every report, or replaces the one of the same name.
+func write(ctx context.Context, dyn dynamic.Interface, reports []*unstructured.Unstructured) error {
 	for _, rep := range reports {
 		c := dyn.Resource(PolicyReportGVR).Namespace(rep.GetNamespace())
 		_, err := c.Create(ctx, rep, metav1.CreateOptions{FieldManager: ReportSource})
