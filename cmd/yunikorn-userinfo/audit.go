@@ -64,8 +64,10 @@ applications, not with the number of Pods. Progress goes to stderr.
 
 Output: a table, JSON (-o json), or wgpolicyk8s.io/v1alpha2 PolicyReports,
 one per namespace (-o policyreport), printed as YAML or, with --apply,
-written to the cluster (created or replaced). The exit code is 0 whatever
-was found; 1 on errors.`,
+written to the cluster (created or replaced; the report an earlier audit
+left in a namespace with nothing audited any more is deleted). The exit
+code is 0 whatever was found; 1 on errors. See the README, "Auditing what
+already runs".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runAudit(cmd, f)
