@@ -100,6 +100,7 @@ kwctl push writes.`,
 		newVersionCommand(a),
 		newScaffoldCommand(a),
 		newMigrateCommand(a),
+		newAuditCommand(a),
 	)
 	return root
 }

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
+)
+
+func TestAudit_argumentErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"audit"}, "nothing to audit: give --kubeconfig"},
+		{[]string{"audit", "--kubeconfig", "k", "-o", "yaml"}, `invalid --output "yaml": want table, json or policyreport`},
+		{[]string{"audit", "--kubeconfig", "k", "--apply"}, "--apply writes PolicyReports: give it with -o policyreport"},
+		{[]string{"audit", "--kubeconfig", "k", "--page-size", "0"}, "invalid --page-size 0: want a positive number"},
+		{[]string{"audit", "extra"}, `unknown command "extra" for "yunikorn-userinfo audit"`},
+	} {
+		res := runCLIWith(t, nil, "", tc.args...)
+		assert.Equal(t, 1, res.code, "%v", tc.args)
+		assert.Empty(t, res.stdout)
+		assert.True(t, strings.HasPrefix(res.stderr, "Error: "+tc.want), "%v: %s", tc.args, res.stderr)
+	}
+}
+
+// fakeAPIServer answers the audit's lists: Pods in pages of the Limit
+// asked for (with Continue tokens), every other kind empty, and records
+// PolicyReports written to it.
+func fakeAPIServer(t *testing.T, pods []string) (kubeconfig string, written func() map[string]map[string]any, limits func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	reports := map[string]map[string]any{}
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/policyreports"):
+			var obj map[string]any
+			require.NoError(t, json.NewDecoder(r.Body).Decode(&obj))
+			ns := strings.Split(r.URL.Path, "/")[5]
+			reports[ns] = obj
+			w.WriteHeader(http.StatusCreated)
+			require.NoError(t, json.NewEncoder(w).Encode(obj))
+		case r.Method == http.MethodGet && r.URL.Path == "/apis/wgpolicyk8s.io/v1alpha2/policyreports":
+			items := []map[string]any{}
+			for _, rep := range reports {
+				items = append(items, rep)
+			}
+			require.NoError(t, json.NewEncoder(w).Encode(map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReportList", "metadata": map[string]any{}, "items": items}))
+		case r.URL.Path == "/api/v1/pods":
+			seen = append(seen, r.URL.Query().Get("limit")+"/"+r.URL.Query().Get("continue"))
+			var limit, start int
+			fmt.Sscan(r.URL.Query().Get("limit"), &limit)
+			fmt.Sscan(r.URL.Query().Get("continue"), &start)
+			end := min(start+limit, len(pods))
+			cont := ""
+			if end < len(pods) {
+				cont = fmt.Sprint(end)
+			}
+			fmt.Fprintf(w, `{"apiVersion":"v1","kind":"PodList","metadata":{"continue":%q},"items":[%s]}`, cont, strings.Join(pods[start:end], ","))
+		case r.Method == http.MethodGet:
+			fmt.Fprint(w, `{"metadata":{},"items":[]}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	kubeconfig = writeFile(t, "kubeconfig", `apiVersion: v1
+kind: Config
+clusters:
+- {name: fake, cluster: {server: "`+srv.URL+`"}}
+users:
+- {name: u, user: {token: t}}
+contexts:
+- {name: fake, context: {cluster: fake, user: u}}
+current-context: fake
+`)
+	return kubeconfig, func() map[string]map[string]any {
+			mu.Lock()
+			defer mu.Unlock()
+			return reports
+		}, func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return seen
+		}
+}
+
+func fakePod(ns, name, userInfo string) string {
+	ann := ""
+	if userInfo != "" {
+		ann = fmt.Sprintf(`,"annotations":{"yunikorn.apache.org/user.info":%q}`, userInfo)
+	}
+	return fmt.Sprintf(`{"metadata":{"namespace":%q,"name":%q,"uid":%q,"labels":{"applicationId":"app"}%s},"spec":{"schedulerName":"yunikorn"}}`,
+		ns, name, ns+"/"+name, ann)
+}
+
+// audit against an API server: every output format, paging with
+// --page-size, progress on stderr, and PolicyReports written with --apply.
+func TestAudit_kubeconfig(t *testing.T) {
+	t.Parallel()
+	pods := []string{
+		fakePod("a", "p1", `{"user":"alice"}`),
+		fakePod("a", "p2", ""),
+		fakePod("a", "p3", `{"user":"alice","User":"root"}`),
+		fakePod("b", "p4", `{"user":"bob"}`),
+		fakePod("b", "p5", `{"user":"alice"}`),
+	}
+	kubeconfig, written, limits := fakeAPIServer(t, pods)
+
+	res := runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-o", "json", "--page-size", "2", "--progress-every", "2")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Equal(t, []string{"2/", "2/2", "2/4"}, limits())
+	var rep struct {
+		Findings []struct {
+			Rule     string `json:"rule"`
+			Resource struct{ Namespace, Name string }
+		} `json:"findings"`
+		Scanned map[string]int `json:"scanned"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rep), res.stdout)
+	var got []string
+	for _, f := range rep.Findings {
+		got = append(got, f.Resource.Namespace+"/"+f.Resource.Name+" "+f.Rule)
+	}
+	assert.ElementsMatch(t, []string{"a/p2 user-info-missing", "a/p3 user-info-invalid", "b/p4 application-id-shared"}, got)
+	assert.Equal(t, 5, rep.Scanned["Pod"])
+	assert.Contains(t, res.stderr, "audit: Pod: 2 read, 1 findings so far\n")
+	assert.Contains(t, res.stderr, "audit: Pod: 5 read in 3 pages, 5 audited")
+	assert.Contains(t, res.stderr, "audit: done in ")
+	assert.Contains(t, res.stderr, "audit: queue configuration: YuniKorn's built-in default (no queues.yaml in yunikorn/yunikorn-configs or yunikorn-defaults)\n")
+
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Empty(t, res.stderr)
+	assert.Contains(t, res.stdout, "NAMESPACE  KIND")
+	assert.Contains(t, res.stdout, "3 findings; audited")
+
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q", "-o", "policyreport")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	docs := strings.Split(strings.TrimPrefix(res.stdout, "---\n"), "---\n")
+	require.Len(t, docs, 2)
+	var a map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(docs[0]), &a))
+	assert.Equal(t, "PolicyReport", a["kind"])
+	assert.Equal(t, map[string]any{"pass": 1.0, "fail": 2.0, "warn": 0.0, "error": 0.0, "skip": 0.0}, a["summary"])
+
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q", "-o", "policyreport", "--apply")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Equal(t, "2 PolicyReports written (yunikorn-userinfo-audit)\n", res.stdout)
+	reports := written()
+	require.Len(t, reports, 2)
+	assert.Equal(t, map[string]any{"pass": 1.0, "fail": 1.0, "warn": 0.0, "error": 0.0, "skip": 0.0}, reports["b"]["summary"])
+}

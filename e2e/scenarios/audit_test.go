@@ -1,0 +1,260 @@
+package scenarios
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+)
+
+// policyReportModule is the Go module of the Kubernetes Policy working
+// group that holds the PolicyReport CRDs (policy-report/crd/v1alpha2);
+// the test installs them from the module cache, as published.
+const policyReportModule = "sigs.k8s.io/wg-policy-prototypes@v0.0.0-20210911211205-fb8f67bb6d38"
+
+var policyReports = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+
+// TestAuditExisting: workloads made where no webhook runs (a namespace
+// without the webhook label, as before the policy was installed) carry
+// whatever identity their authors wrote. `audit --kubeconfig` finds, on the
+// real API server and page by page, the Pod without user.info, the forged
+// value YuniKorn would read as another user, the Pod changed to differ
+// from its Deployment's template, the Deployment (and its ReplicaSet and
+// Pod) made without one, and the application two users share; it leaves
+// alone the Pods of other schedulers; and it writes the findings as
+// PolicyReports the real wgpolicyk8s.io CRD accepts, created then replaced.
+func TestAuditExisting(t *testing.T) {
+	start(t)
+	ctx := t.Context()
+	adm := client(admin)
+	ns := newNamespace(t, "")
+	yk := func(p *corev1.Pod) *corev1.Pod { p.Spec.SchedulerName = "yunikorn"; return p }
+	labelled := func(p *corev1.Pod, app string) *corev1.Pod {
+		p.Labels = map[string]string{"applicationId": app}
+		return p
+	}
+
+	created := func(user string, p *corev1.Pod) {
+		t.Helper()
+		_, err := client(user).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		require.NoError(t, err, "create pod %s as %s", p.Name, user)
+	}
+	created(alice, yk(newPod("missing", nil)))
+	created(bob, yk(newPod("invalid", map[string]string{annotationKey: `{"user":"bob","User":"root"}`})))
+	created(alice, newPod("other-scheduler", nil))
+	created(alice, yk(labelled(newPod("shared-1", map[string]string{annotationKey: `{"user":"alice"}`}), "e2e-shared")))
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have seconds
+	created(bob, yk(labelled(newPod("shared-2", map[string]string{annotationKey: `{"user":"bob"}`}), "e2e-shared")))
+	// Valid and consistent, each in an application of its own, asking for
+	// a queue only alice may submit to.
+	for _, u := range []string{alice, bob} {
+		p := yk(labelled(newPod("queued-"+u, map[string]string{annotationKey: `{"user":"` + u + `"}`}), "e2e-queued-"+u))
+		p.Labels["queue"] = "root.restricted"
+		created(u, p)
+	}
+
+	web := newDeployment("web", 2, map[string]string{annotationKey: `{"user":"alice","groups":["dev"]}`})
+	web.Spec.Template.Spec.SchedulerName = "yunikorn"
+	web.Spec.Template.Labels["applicationId"] = "e2e-web"
+	old := newDeployment("old", 1, nil)
+	old.Spec.Template.Spec.SchedulerName = "yunikorn"
+	for _, d := range []string{"web", "old"} {
+		dep := web
+		if d == "old" {
+			dep = old
+		}
+		_, err := adm.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	webPods := waitPods(t, ns, "app=web", 2)
+	oldPods := waitPods(t, ns, "app=old", 1)
+	sort.Slice(webPods, func(i, j int) bool { return webPods[i].Name < webPods[j].Name })
+	changed := webPods[0].Name
+	patch := `{"metadata":{"annotations":{"` + annotationKey + `":"{\"user\":\"mallory\",\"groups\":[\"dev\"]}"}}}`
+	_, err := adm.CoreV1().Pods(ns).Patch(ctx, changed, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(t, err)
+	oldRS := oldPods[0].OwnerReferences[0].Name
+
+	kubeconfig, err := e2e.cluster.WriteKubeconfig(admin)
+	require.NoError(t, err)
+	audit := func(args ...string) (string, string) {
+		t.Helper()
+		cmdCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(cmdCtx, e2e.serveBinary, append([]string{"audit", "--kubeconfig", kubeconfig}, args...)...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "audit %v: %s", args, stderr.String())
+		return stdout.String(), stderr.String()
+	}
+	type report struct {
+		Findings []struct {
+			Rule     string `json:"rule"`
+			User     string `json:"user"`
+			AppID    string `json:"applicationId"`
+			Resource struct {
+				Kind, Namespace, Name string
+				UID                   string `json:"uid"`
+			} `json:"resource"`
+		} `json:"findings"`
+		Passed map[string]int `json:"passed"`
+	}
+	findings := func(r report) []string {
+		var out []string
+		for _, f := range r.Findings {
+			if f.Resource.Namespace != ns {
+				continue
+			}
+			name := f.Resource.Name
+			if f.Rule == "application-id-shared" && f.AppID == "e2e-web" {
+				name = "web-*" // either user's Pod is the first: same second
+			}
+			out = append(out, f.Resource.Kind+" "+name+" "+f.Rule)
+		}
+		return out
+	}
+	want := []string{
+		"Pod missing user-info-missing",
+		"Pod invalid user-info-invalid",
+		"Pod shared-2 application-id-shared",
+		"Pod " + changed + " user-info-owner-mismatch",
+		"Pod web-* application-id-shared",
+		"Deployment old user-info-missing",
+		"ReplicaSet " + oldRS + " user-info-missing",
+		"Pod " + oldPods[0].Name + " user-info-missing",
+	}
+
+	// One namespace, two objects a page.
+	out, progress := audit("-n", ns, "-o", "json", "--page-size", "2", "--progress-every", "2", "--queue-check=false")
+	t.Logf("audit -n %s:\n%s\nstderr:\n%s", ns, out, progress)
+	var inNS report
+	require.NoError(t, json.Unmarshal([]byte(out), &inNS))
+	assert.ElementsMatch(t, want, findings(inNS))
+	assert.Contains(t, progress, "audit: Pod: 2 of about 10 read") // the server estimates the rest
+	assert.Contains(t, progress, "audit: Pod: 10 read in 5 pages, 9 audited")
+
+	// The whole cluster finds the same in this namespace.
+	out, _ = audit("-o", "json", "-q", "--queue-check=false")
+	var all report
+	require.NoError(t, json.Unmarshal([]byte(out), &all))
+	assert.ElementsMatch(t, want, findings(all))
+
+	// The queue check, under a queues.yaml of YuniKorn's ConfigMap: only
+	// root.restricted is open, to alice; every other valid Pod would be
+	// rejected (the namespace's own queue is closed).
+	ykNS, err := createNamespace(ctx, adm, t.Name()+"-yunikorn", nil)
+	require.NoError(t, err)
+	_, err = adm.CoreV1().ConfigMaps(ykNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "yunikorn-configs"},
+		Data: map[string]string{"queues.yaml": `
+partitions:
+  - name: default
+    placementrules:
+      - name: provided
+      - name: tag
+        value: namespace
+        create: true
+    queues:
+      - name: root
+        submitacl: ' '
+        queues:
+          - name: restricted
+            submitacl: alice
+`},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	out, progress = audit("-n", ns, "-o", "json", "--yunikorn-namespace", ykNS)
+	assert.Contains(t, progress, "audit: queue configuration: "+ykNS+"/yunikorn-configs queues.yaml\n")
+	var queued report
+	require.NoError(t, json.Unmarshal([]byte(out), &queued))
+	var rejected []string
+	for _, f := range queued.Findings {
+		if f.Rule == "queue-not-allowed" {
+			rejected = append(rejected, f.Resource.Name)
+		}
+	}
+	valid := []string{"queued-bob", "shared-1", "shared-2", webPods[0].Name, webPods[1].Name}
+	assert.ElementsMatch(t, valid, rejected, "every Pod with a usable user.info but alice's in root.restricted")
+	assert.Len(t, queued.Findings, len(want)+len(valid), "the other findings are unchanged")
+
+	// PolicyReports, on the real CRD.
+	dir := moduleDir(t, policyReportModule)
+	installCRDs(t, filepath.Join(dir, "policy-report", "crd", "v1alpha2"))
+	cfg, err := e2e.cluster.Config(admin)
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	for range 2 { // created, then replaced
+		out, _ = audit("-n", ns, "-o", "policyreport", "--apply", "-q", "--queue-check=false")
+		assert.Equal(t, "1 PolicyReports written (yunikorn-userinfo-audit)\n", out)
+		rep, err := dyn.Resource(policyReports).Namespace(ns).Get(ctx, "yunikorn-userinfo-audit", metav1.GetOptions{})
+		require.NoError(t, err)
+		summary, _, _ := unstructured.NestedMap(rep.Object, "summary")
+		assert.Equal(t, map[string]any{"pass": int64(inNS.Passed[ns]), "fail": int64(len(want)), "warn": int64(0), "error": int64(0), "skip": int64(0)}, summary)
+		results, _, _ := unstructured.NestedSlice(rep.Object, "results")
+		require.Len(t, results, len(want))
+		rules := map[string]int{}
+		for _, r := range results {
+			m := r.(map[string]any)
+			assert.Equal(t, "yunikorn-user-info", m["policy"])
+			assert.Equal(t, "fail", m["result"])
+			assert.Equal(t, "yunikorn-userinfo", m["source"])
+			res := m["resources"].([]any)[0].(map[string]any)
+			assert.Equal(t, ns, res["namespace"])
+			assert.NotEmpty(t, res["uid"])
+			rules[m["rule"].(string)]++
+		}
+		assert.Equal(t, map[string]int{"user-info-missing": 4, "user-info-invalid": 1, "user-info-owner-mismatch": 1, "application-id-shared": 2}, rules)
+	}
+
+	// A namespace with nothing to audit any more loses the report an
+	// earlier audit wrote there; other reports stay.
+	for _, name := range []string{"yunikorn-userinfo-audit", "someone-elses"} {
+		stale := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+			"metadata": map[string]any{"name": name, "labels": map[string]any{"app.kubernetes.io/managed-by": "yunikorn-userinfo"}},
+			"summary":  map[string]any{"fail": int64(1)},
+		}}
+		_, err = dyn.Resource(policyReports).Namespace(ykNS).Create(ctx, stale, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	out, _ = audit("-n", ykNS, "-o", "policyreport", "--apply", "-q", "--queue-check=false")
+	assert.Equal(t, "0 PolicyReports written (yunikorn-userinfo-audit)\n", out)
+	left, err := dyn.Resource(policyReports).Namespace(ykNS).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, left.Items, 1)
+	assert.Equal(t, "someone-elses", left.Items[0].GetName())
+}
+
+// moduleDir downloads a Go module through the module proxy (into the
+// module cache) and returns its directory.
+func moduleDir(t *testing.T, module string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
+	cmd.Dir = t.TempDir() // outside any module: go.mod and go.sum stay untouched
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "go mod download %s: %s", module, stderr.String())
+	var info struct{ Dir, Error string }
+	require.NoError(t, json.Unmarshal(out, &info))
+	require.Empty(t, info.Error)
+	require.NotEmpty(t, info.Dir, strings.TrimSpace(string(out)))
+	return info.Dir
+}

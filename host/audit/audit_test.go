@@ -1,0 +1,277 @@
+package audit
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+)
+
+func ui(user string, groups ...string) map[string]string {
+	v := `{"user":"` + user + `"`
+	if len(groups) > 0 {
+		v += `,"groups":["` + strings.Join(groups, `","`) + `"]`
+	}
+	return map[string]string{AnnotationKey: v + "}"}
+}
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func pod(ns, name string, annotations, labels map[string]string, age int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), Annotations: annotations, Labels: labels,
+			CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Second))},
+		Spec: corev1.PodSpec{SchedulerName: "yunikorn"},
+	}
+}
+
+func rule(r *Report) map[string]string {
+	got := map[string]string{}
+	for _, f := range r.Findings {
+		got[f.Resource.Kind+" "+f.Resource.Namespace+"/"+f.Resource.Name] += f.Rule + ";"
+	}
+	return got
+}
+
+// Every class of finding, and what is left alone: Pods of other
+// schedulers, Pods without a readable controller, applications of one user.
+func TestRun_findings(t *testing.T) {
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "web-1", UID: "rs-uid"},
+		Spec:       appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ui("alice", "dev")}, Spec: corev1.PodSpec{SchedulerName: "yunikorn"}}},
+	}
+	owned := func(p *corev1.Pod, uid types.UID) *corev1.Pod {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: uid, Controller: ptr.To(true)}}
+		return p
+	}
+	deploy := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "old", UID: "d-uid"},
+		Spec:       appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{SchedulerName: "yunikorn"}}},
+	}
+	other := pod("team", "default-sched", nil, nil, 0)
+	other.Spec.SchedulerName = "default-scheduler"
+	objs := []runtime.Object{rs, deploy, other,
+		pod("team", "none", nil, map[string]string{"applicationId": "solo"}, 1),
+		pod("team", "upper", map[string]string{AnnotationKey: `{"USER":"root"}`}, nil, 2),
+		pod("team", "dup", map[string]string{AnnotationKey: `{"user":"bob","user":"root"}`}, nil, 3),
+		owned(pod("team", "web-1-a", ui("alice", "dev"), map[string]string{"applicationId": "web"}, 4), "rs-uid"),
+		owned(pod("team", "web-1-b", ui("mallory", "dev"), map[string]string{"applicationId": "web"}, 5), "rs-uid"),
+		// A controller recreated under the same name is another object.
+		owned(pod("team", "web-1-c", ui("carol"), map[string]string{"applicationId": "carols"}, 6), "stale-uid"),
+		// Two users in one application, across namespaces and by each of
+		// the shim's ID sources.
+		pod("a", "first", ui("ann"), map[string]string{"yunikorn.apache.org/app-id": "shared"}, 7),
+		pod("b", "second", ui("ben"), map[string]string{"spark-app-selector": "shared"}, 8),
+		pod("b", "third", map[string]string{AnnotationKey: `{"user":"ann"}`, "yunikorn.apache.org/app-id": "shared"}, nil, 9),
+		// No ID: the namespace's generated application.
+		pod("gen", "g1", ui("gina"), nil, 10),
+		pod("gen", "g2", ui("gus"), nil, 11),
+		// Unique IDs are nobody else's.
+		pod("gen", "u1", ui("una"), map[string]string{"applicationId": "x-uniqueautogen"}, 12),
+	}
+	cs := fake.NewClientset(objs...)
+	r, err := Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		"Deployment team/old": RuleMissing + ";",
+		"Pod team/none":       RuleMissing + ";",
+		"Pod team/upper":      RuleInvalid + ";",
+		"Pod team/dup":        RuleInvalid + ";",
+		"Pod team/web-1-b":    RuleOwnerMismatch + ";" + RuleSharedAppID + ";", // also the second user of application web
+		"Pod b/second":        RuleSharedAppID + ";",
+		"Pod gen/g2":          RuleSharedAppID + ";",
+	}, rule(r))
+	for _, f := range r.Findings {
+		switch f.Resource.Name {
+		case "second":
+			assert.Equal(t, "shared", f.AppID)
+			assert.Equal(t, "ben", f.User)
+			assert.Contains(t, f.Message, `"ann" (2 pods, oldest a/first)`)
+		case "g2":
+			assert.Equal(t, "yunikorn-gen-autogen", f.AppID)
+		case "web-1-b":
+			if f.Rule != RuleOwnerMismatch {
+				continue
+			}
+			assert.Contains(t, f.Message, `user "mallory"`)
+			assert.Contains(t, f.Message, `ReplicaSet web-1 records user "alice"`)
+		case "upper":
+			assert.Contains(t, f.Message, `key "USER" must be written in lower case`)
+		}
+	}
+	assert.Equal(t, 12, r.Audited["Pod"], "every YuniKorn Pod is audited, the other scheduler's is not")
+	assert.Equal(t, 13, r.Scanned["Pod"])
+	// Passed: team web-1-a, web-1-c; a first; b third; gen g1, u1.
+	assert.Equal(t, map[string]int{"team": 3, "a": 1, "b": 1, "gen": 2}, r.Passed)
+
+	var table bytes.Buffer
+	require.NoError(t, r.WriteTable(&table))
+	assert.Contains(t, table.String(), "8 findings; audited")
+}
+
+// The pager follows Continue tokens to the end, one request a page, with
+// the page size asked for, and reports progress with the server's
+// estimate of the total.
+func TestRun_paging(t *testing.T) {
+	const total, size = 23, 5
+	cs := fake.NewClientset()
+	var requests []metav1.ListOptions
+	cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		opts := a.(k8stesting.ListActionImpl).ListOptions
+		requests = append(requests, opts)
+		start := 0
+		if opts.Continue != "" {
+			start, _ = strconv.Atoi(strings.TrimPrefix(opts.Continue, "from-"))
+		}
+		end := min(start+int(opts.Limit), total)
+		l := &corev1.PodList{}
+		for i := start; i < end; i++ {
+			l.Items = append(l.Items, *pod("ns", fmt.Sprintf("p%02d", i), nil, nil, i))
+		}
+		if end < total {
+			l.Continue = fmt.Sprintf("from-%d", end)
+			l.RemainingItemCount = ptr.To(int64(total - end))
+		}
+		return true, l, nil
+	})
+	var progress bytes.Buffer
+	// Every 7: in the middle of a page, the total counts the rest of it.
+	r, err := Run(t.Context(), cs, Options{PageSize: size, Progress: &progress, ProgressEvery: 7})
+	require.NoError(t, err)
+	require.Len(t, requests, 5)
+	for i, o := range requests {
+		assert.Equal(t, int64(size), o.Limit)
+		if i > 0 {
+			assert.Equal(t, fmt.Sprintf("from-%d", i*size), o.Continue)
+		}
+	}
+	assert.Equal(t, total, r.Scanned["Pod"])
+	assert.Len(t, r.Findings, total, "every Pod lacks user.info")
+	assert.Contains(t, progress.String(), "audit: Pod: 7 of about 23 read, 7 findings so far\n")
+	assert.Contains(t, progress.String(), "audit: Pod: 14 of about 23 read")
+	assert.Contains(t, progress.String(), "audit: Pod: 21 read, 21 findings so far\n", "the last page has no estimate")
+	assert.Contains(t, progress.String(), "audit: Pod: 23 read in 5 pages")
+}
+
+// A failing page names the kind and the page.
+func TestRun_listError(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("list", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("forbidden")
+	})
+	_, err := Run(t.Context(), cs, Options{})
+	require.ErrorContains(t, err, "list Job (page 1): forbidden")
+}
+
+// Owners are read once per controller, and the cache stays within its size.
+func TestRun_ownerCache(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 3 {
+		uid := types.UID(fmt.Sprintf("rs%d", i))
+		objs = append(objs, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: string(uid), UID: uid},
+			Spec: appsv1.ReplicaSetSpec{Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ui("u")}}}})
+		for j := range 4 {
+			p := pod("ns", fmt.Sprintf("%s-%d", uid, j), ui("u"), nil, j)
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: string(uid), UID: uid, Controller: ptr.To(true)}}
+			objs = append(objs, p)
+		}
+	}
+	cs := fake.NewClientset(objs...)
+	gets := 0
+	cs.PrependReactor("get", "replicasets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		gets++
+		return false, nil, nil
+	})
+	r, err := Run(t.Context(), cs, Options{OwnerCacheSize: 2})
+	require.NoError(t, err)
+	assert.Empty(t, r.Findings)
+	assert.Equal(t, 3, gets, "one read per controller: its Pods come together")
+
+	c := newLRU(2)
+	c.put("a", ownerInfo{known: true})
+	c.put("b", ownerInfo{})
+	c.get("a")
+	c.put("c", ownerInfo{})
+	_, hasB := c.get("b")
+	_, hasA := c.get("a")
+	assert.False(t, hasB, "the least recently used entry is evicted")
+	assert.True(t, hasA)
+	assert.Equal(t, 2, c.order.Len())
+}
+
+func TestPolicyReports(t *testing.T) {
+	r := &Report{
+		Findings: []Finding{
+			{Rule: RuleMissing, Resource: Resource{APIVersion: "v1", Kind: "Pod", Namespace: "a", Name: "p", UID: "u1"}, Message: "m1"},
+			{Rule: RuleSharedAppID, Resource: Resource{APIVersion: "v1", Kind: "Pod", Namespace: "a", Name: "q", UID: "u2"}, User: "bob", AppID: "x", Message: "m2"},
+		},
+		Passed: map[string]int{"a": 3, "b": 2},
+	}
+	reps := r.PolicyReports(t0)
+	require.Len(t, reps, 2)
+	a := reps[0].Object
+	assert.Equal(t, "wgpolicyk8s.io/v1alpha2", a["apiVersion"])
+	assert.Equal(t, "PolicyReport", a["kind"])
+	assert.Equal(t, map[string]any{"pass": int64(3), "fail": int64(2), "warn": int64(0), "error": int64(0), "skip": int64(0)}, a["summary"])
+	res := a["results"].([]any)
+	require.Len(t, res, 2)
+	second := res[1].(map[string]any)
+	assert.Equal(t, "yunikorn-user-info", second["policy"])
+	assert.Equal(t, RuleSharedAppID, second["rule"])
+	assert.Equal(t, "fail", second["result"])
+	assert.Equal(t, "yunikorn-userinfo", second["source"])
+	assert.Equal(t, map[string]any{"user": "bob", "applicationId": "x"}, second["properties"])
+	assert.Equal(t, []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "q", "namespace": "a", "uid": "u2"}}, second["resources"])
+	assert.Empty(t, reps[1].Object["results"])
+
+	// Apply creates, then replaces, and deletes the reports of namespaces
+	// with nothing audited any more (only its own: by name and label).
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{PolicyReportGVR: "PolicyReportList"})
+	foreign := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+		"metadata": map[string]any{"name": "polr-ns-b-kubewarden", "namespace": "b", "labels": map[string]any{"app.kubernetes.io/managed-by": "kubewarden"}}}}
+	_, err := dyn.Resource(PolicyReportGVR).Namespace("b").Create(t.Context(), foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, Apply(t.Context(), dyn, "", reps))
+	r.Findings = r.Findings[:1]
+	delete(r.Passed, "b")
+	require.NoError(t, Apply(t.Context(), dyn, "", r.PolicyReports(t0)))
+	got, err := dyn.Resource(PolicyReportGVR).Namespace("a").Get(t.Context(), ReportName, metav1.GetOptions{})
+	require.NoError(t, err)
+	results, _, _ := unstructured.NestedSlice(got.Object, "results")
+	assert.Len(t, results, 1)
+	_, err = dyn.Resource(PolicyReportGVR).Namespace("b").Get(t.Context(), ReportName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the stale report is gone: %v", err)
+	_, err = dyn.Resource(PolicyReportGVR).Namespace("b").Get(t.Context(), foreign.GetName(), metav1.GetOptions{})
+	assert.NoError(t, err, "another tool's report stays")
+}
+
+// A controller that cannot be read is counted, not silently passed over.
+func TestRun_ownerUnread(t *testing.T) {
+	p := pod("ns", "p", ui("u"), nil, 0)
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "j", Controller: ptr.To(true)}}
+	cs := fake.NewClientset(p)
+	cs.PrependReactor("get", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("forbidden")
+	})
+	r, err := Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	assert.Empty(t, r.Findings)
+	assert.Equal(t, 1, r.OwnersUnread)
+}

@@ -1,0 +1,192 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+)
+
+// The PolicyReport API of the Kubernetes Policy working group
+// (wgpolicyk8s.io/v1alpha2, sigs.k8s.io/wg-policy-prototypes
+// policy-report/crd/v1alpha2), which Kubewarden's audit scanner, Kyverno
+// and Policy Reporter read.
+const (
+	ReportPolicy = "yunikorn-user-info"
+	ReportSource = "yunikorn-userinfo"
+	ReportName   = "yunikorn-userinfo-audit"
+	// maxResults bounds the results of one PolicyReport: an object in
+	// etcd is limited to about 1.5 MiB, and a result is a few hundred
+	// bytes. The summary still counts every finding.
+	maxResults = 2000
+)
+
+// PolicyReportGVR is the resource of the namespaced PolicyReports.
+var PolicyReportGVR = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+
+// WriteTable prints the findings as a table, then a summary line.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tKIND\tNAME\tRULE\tUSER\tAPPLICATION\tMESSAGE")
+	for _, f := range r.Findings {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Resource.Namespace, f.Resource.Kind, f.Resource.Name, f.Rule,
+			dash(f.User), dash(f.AppID), strings.ReplaceAll(f.Message, "\n", " "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d findings; audited %s\n", len(r.Findings), r.counts())
+	return err
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (r *Report) counts() string {
+	kinds := make([]string, 0, len(r.Scanned))
+	for k := range r.Scanned {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	parts := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		parts = append(parts, fmt.Sprintf("%s %d of %d", k, r.Audited[k], r.Scanned[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// PolicyReports builds one PolicyReport per namespace that has an audited
+// object: a fail result per finding (at most maxResults, the summary counts
+// them all), and the audited objects without a finding counted as pass
+// (not listed: a namespace with many thousand Pods would not fit).
+func (r *Report) PolicyReports(now time.Time) []*unstructured.Unstructured {
+	byNS := map[string][]Finding{}
+	for _, f := range r.Findings {
+		byNS[f.Resource.Namespace] = append(byNS[f.Resource.Namespace], f)
+	}
+	names := map[string]bool{}
+	for ns := range byNS {
+		names[ns] = true
+	}
+	for ns := range r.Passed {
+		names[ns] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for ns := range names {
+		sorted = append(sorted, ns)
+	}
+	sort.Strings(sorted)
+	ts := map[string]any{"seconds": now.Unix(), "nanos": int64(0)}
+	out := make([]*unstructured.Unstructured, 0, len(sorted))
+	for _, ns := range sorted {
+		fs := byNS[ns]
+		results := make([]any, 0, min(len(fs), maxResults))
+		for i, f := range fs {
+			if i == maxResults {
+				break
+			}
+			res := map[string]any{"apiVersion": f.Resource.APIVersion, "kind": f.Resource.Kind, "name": f.Resource.Name,
+				"namespace": f.Resource.Namespace, "uid": string(f.Resource.UID)}
+			props := map[string]any{}
+			if f.User != "" {
+				props["user"] = f.User
+			}
+			if f.AppID != "" {
+				props["applicationId"] = f.AppID
+			}
+			result := map[string]any{
+				"policy": ReportPolicy, "rule": f.Rule, "result": "fail", "severity": "high", "scored": true,
+				"category": "Identity", "message": f.Message, "source": ReportSource, "timestamp": ts,
+				"resources": []any{res},
+			}
+			if len(props) > 0 {
+				result["properties"] = props
+			}
+			results = append(results, result)
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "wgpolicyk8s.io/v1alpha2",
+			"kind":       "PolicyReport",
+			"metadata": map[string]any{
+				"name": ReportName, "namespace": ns,
+				"labels": map[string]any{"app.kubernetes.io/managed-by": ReportSource},
+			},
+			"summary": map[string]any{"pass": int64(r.Passed[ns]), "fail": int64(len(fs)), "warn": int64(0), "error": int64(0), "skip": int64(0)},
+			"results": results,
+		}}
+		out = append(out, u)
+	}
+	return out
+}
+
+// Apply creates every report, or replaces the one of the same name, then
+// deletes the reports an earlier audit wrote (by name and label) in
+// namespaces (of scope: one namespace, or "" for all) that have none now:
+// their objects are gone, and a report that stayed would say otherwise.
+func Apply(ctx context.Context, dyn dynamic.Interface, scope string, reports []*unstructured.Unstructured) error {
+	if err := write(ctx, dyn, reports); err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for _, r := range reports {
+		keep[r.GetNamespace()] = true
+	}
+	opts := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=" + ReportSource, Limit: 500}
+	for {
+		l, err := dyn.Resource(PolicyReportGVR).Namespace(scope).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("list the PolicyReports of earlier audits: %w", err)
+		}
+		for _, old := range l.Items {
+			if old.GetName() != ReportName || keep[old.GetNamespace()] {
+				continue
+			}
+			err := dyn.Resource(PolicyReportGVR).Namespace(old.GetNamespace()).Delete(ctx, old.GetName(),
+				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrUID(old.GetUID())}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete the stale PolicyReport %s/%s: %w", old.GetNamespace(), old.GetName(), err)
+			}
+		}
+		if l.GetContinue() == "" {
+			return nil
+		}
+		opts.Continue = l.GetContinue()
+	}
+}
+
+func ptrUID(u types.UID) *types.UID { return &u }
+
+// write creates every report, or replaces the one of the same name.
+func write(ctx context.Context, dyn dynamic.Interface, reports []*unstructured.Unstructured) error {
+	for _, rep := range reports {
+		c := dyn.Resource(PolicyReportGVR).Namespace(rep.GetNamespace())
+		_, err := c.Create(ctx, rep, metav1.CreateOptions{FieldManager: ReportSource})
+		if apierrors.IsAlreadyExists(err) {
+			old, gerr := c.Get(ctx, rep.GetName(), metav1.GetOptions{})
+			if gerr != nil {
+				return fmt.Errorf("read PolicyReport %s/%s: %w", rep.GetNamespace(), rep.GetName(), gerr)
+			}
+			rep = rep.DeepCopy()
+			rep.SetResourceVersion(old.GetResourceVersion())
+			_, err = c.Update(ctx, rep, metav1.UpdateOptions{FieldManager: ReportSource})
+		}
+		if err != nil {
+			return fmt.Errorf("write PolicyReport %s/%s: %w", rep.GetNamespace(), rep.GetName(), err)
+		}
+	}
+	return nil
+}
