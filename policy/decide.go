@@ -139,6 +139,9 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	if err != nil {
 		return rejectInput(err)
 	}
+	if op == "CREATE" && replayed(r.userInfo) {
+		return decideReplay(s, kind, obj)
+	}
 	if wk != nil {
 		d, err := decideWorkload(r, s, kind, wk, op, id, obj)
 		if err != nil {

@@ -31,7 +31,7 @@ func TestParse_repositoryMetadata(t *testing.T) {
 	require.NoError(t, md.Validate())
 
 	assert.True(t, md.Mutating)
-	assert.False(t, md.BackgroundAudit)
+	assert.True(t, md.BackgroundAudit, "the policy answers Kubewarden's audit scanner (docs/BEHAVIOUR.md §4.12)")
 	assert.Equal(t, ExecutionModeKubewardenWapc, md.ExecutionMode)
 	assert.Equal(t, PolicyTypeKubernetes, md.PolicyType)
 	assert.Subset(t, md.ContextAwareResources, []ContextAwareResource{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"}},
