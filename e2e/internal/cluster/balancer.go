@@ -176,6 +176,17 @@ func (b *Balancer) Stats(i int) BackendStats {
 		Failed: be.failed.Load(), Changes: changes}
 }
 
+// Replaced tells the balancer that backend i is a new Pod at the same
+// address (a replica started again): it is not ready until a probe
+// succeeds, as a new Pod's endpoint is not, however quickly it replaced
+// the old one.
+func (b *Balancer) Replaced(i int) {
+	be := b.backends[i]
+	if be.ready.Load() {
+		be.setReady(false)
+	}
+}
+
 // Refused is the number of connections refused because no backend was
 // ready.
 func (b *Balancer) Refused() int64 { return b.refused.Load() }
