@@ -65,8 +65,11 @@ const (
 // no admission; a kill -9 may fail only the reviews that were on the killed
 // replica or were sent to it before its endpoint was removed, and creates
 // must succeed again within seconds.
+//
+// It runs alone, before the parallel scenarios: its numbers are measured,
+// and its load would slow theirs.
 func TestReplicasSurviveDisruptionsUnderLoad(t *testing.T) {
-	start(t)
+	startAlone(t)
 	ctx := t.Context()
 	flags := chartServeFlags(t)
 	shutdownDelay, err := time.ParseDuration(flags["shutdown-delay"])
@@ -158,6 +161,7 @@ func TestReplicasSurviveDisruptionsUnderLoad(t *testing.T) {
 				before[i] = lb.Stats(i)
 			}
 			g := startLoad(ctx, cs, ns, strings.ToLower(name), rate)
+			defer g.stop() // when the disruption failed the subtest
 			time.Sleep(warmUp)
 			res.disruptedAt = disrupt(t)
 			res.disruptionDone = time.Now()
@@ -352,7 +356,8 @@ func withExternalUser(t *testing.T, settings []byte, pattern string) []byte {
 // metricValue reads one sample (name{labels}, as exposed) from /metrics; an
 // absent sample is 0.
 func metricValue(url, sample string) (float64, error) {
-	resp, err := http.Get(url) //nolint:noctx // bounded by the default client's dial to loopback
+	hc := http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get(url) //nolint:noctx // bounded by the client's timeout
 	if err != nil {
 		return 0, err
 	}
@@ -532,7 +537,7 @@ func (g *loadGenerator) create(ctx context.Context, cs kubernetes.Interface, ns,
 }
 
 // stop ends the load, waits for the creates in flight and returns the
-// counts.
+// counts; it may be called again.
 func (g *loadGenerator) stop() loadStats {
 	g.cancel()
 	<-g.done
