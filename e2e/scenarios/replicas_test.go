@@ -294,7 +294,7 @@ func TestReplicasSurviveDisruptionsUnderLoad(t *testing.T) {
 	reloaded := phase("SettingsReload", func(t *testing.T) time.Time {
 		var applied []float64
 		for _, wh := range replicas {
-			n, err := metricValue(wh.MetricsURL, `yunikorn_userinfo_settings_reloads_total{outcome="applied"}`)
+			n, err := metricValue(ctx, wh.MetricsURL, `yunikorn_userinfo_settings_reloads_total{outcome="applied"}`)
 			require.NoError(t, err)
 			applied = append(applied, n)
 		}
@@ -303,7 +303,7 @@ func TestReplicasSurviveDisruptionsUnderLoad(t *testing.T) {
 		for i, wh := range replicas {
 			var last float64
 			err := cluster.Poll(ctx, 15*time.Second, 200*time.Millisecond, func(context.Context) (bool, error) {
-				n, err := metricValue(wh.MetricsURL, `yunikorn_userinfo_settings_reloads_total{outcome="applied"}`)
+				n, err := metricValue(ctx, wh.MetricsURL, `yunikorn_userinfo_settings_reloads_total{outcome="applied"}`)
 				last = n
 				return err == nil && n > applied[i], nil
 			})
@@ -355,9 +355,14 @@ func withExternalUser(t *testing.T, settings []byte, pattern string) []byte {
 
 // metricValue reads one sample (name{labels}, as exposed) from /metrics; an
 // absent sample is 0.
-func metricValue(url, sample string) (float64, error) {
-	hc := http.Client{Timeout: 5 * time.Second}
-	resp, err := hc.Get(url) //nolint:noctx // bounded by the client's timeout
+func metricValue(ctx context.Context, url, sample string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
 	}
