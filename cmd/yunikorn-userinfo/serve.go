@@ -159,7 +159,7 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.IntVar(&f.maxStreams, "max-concurrent-streams", webhook.DefaultMaxConcurrentStreams, "requests in flight on one HTTP/2 connection")
 	fs.DurationVar(&f.headerTimeout, "read-header-timeout", webhook.DefaultReadHeaderTimeout, "time a client has to send a request's headers, counted from its first byte (from the connection's start for the first request)")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", webhook.DefaultIdleTimeout, "how long a connection with no request in flight stays open")
-	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, how long to keep serving with /readyz at 503 before closing the listener")
+	fs.DurationVar(&f.shutdownDelay, "shutdown-delay", 0, "on SIGTERM, how long to keep serving with /readyz at 503 (each HTTP/1 response closing its connection) before closing the listener")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", webhook.DefaultShutdownTimeout, "on SIGTERM, how long in-flight requests may take to finish")
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the metrics address")
 	fs.BoolVar(&f.monitor, "monitor", false, "monitor mode: admit what the policy refuses (unchanged, with a warning, a log line and "+

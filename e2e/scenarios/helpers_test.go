@@ -94,6 +94,21 @@ func whoAmI(ctx context.Context, cs kubernetes.Interface) (identity, error) {
 func start(t *testing.T) {
 	t.Helper()
 	t.Parallel()
+	timed(t)
+}
+
+// startAlone begins a scenario that must not share the machine with the
+// others, because it measures under load: it runs before the parallel
+// ones start.
+func startAlone(t *testing.T) {
+	t.Helper()
+	timed(t)
+}
+
+// timed records the scenario's duration and, when it fails, prints the end
+// of every process's log.
+func timed(t *testing.T) {
+	t.Helper()
 	began := time.Now()
 	t.Cleanup(func() {
 		took := time.Since(began)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 )
 
@@ -163,6 +164,26 @@ type Server struct {
 	mln     net.Listener
 	https   *http.Server
 	metrics *http.Server
+	// draining is set when shutdown begins: from then on every HTTP/1
+	// response closes its connection.
+	draining atomic.Bool
+}
+
+// closeWhileDraining makes each HTTP/1 response close its connection
+// ("Connection: close") once shutdown has begun. The API server keeps
+// using the connections it holds to a terminating replica after the
+// endpoint is gone (they stay on their backend), and a connection it
+// picks from its pool just as Shutdown closes it idle fails the review
+// (a POST is not retried). Closed after a response instead, a connection
+// is dropped from the client's pool before it can be reused; by the end
+// of the delay only connections that sat idle through it remain.
+func (s *Server) closeWhileDraining(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() && r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // NewServer opens the listeners, so that the addresses are known (and
@@ -185,7 +206,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("listen for webhook: %w", err)
 	}
 	s.ln = s.limit(s.ln, opts.OnConnRefused)
-	s.https = s.httpServer(opts.Handler)
+	s.https = s.httpServer(s.closeWhileDraining(opts.Handler))
 	s.https.TLSConfig = tlsConfig
 	if opts.MetricsListener != nil || opts.MetricsAddr != "" {
 		if opts.MetricsHandler == nil {
@@ -289,6 +310,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 
 	s.opts.OnShutdown()
+	s.draining.Store(true)
 	if serveErr == nil && s.opts.ShutdownDelay > 0 {
 		s.log.InfoContext(base, "shutting down: not ready, still serving", "delay", s.opts.ShutdownDelay.String())
 		time.Sleep(s.opts.ShutdownDelay)

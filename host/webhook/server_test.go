@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"strings"
@@ -176,6 +177,57 @@ func TestServer_gracefulShutdown(t *testing.T) {
 		assert.NoError(t, err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return after the last request")
+	}
+}
+
+// TestServer_closesConnectionsWhileDraining: during the shutdown delay an
+// HTTP/1.1 client gets its answers with "Connection: close", so it never
+// sends a request on a connection the server is about to close; before,
+// connections are kept alive.
+func TestServer_closesConnectionsWhileDraining(t *testing.T) {
+	t.Parallel()
+	tlsConfig, client := testTLS(t)
+	tr := client.Transport.(*http.Transport)
+	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // HTTP/1.1, as the API server calls a Service
+	h := acceptingHandler()
+	srv, err := NewServer(ServerOptions{
+		Listener: loopback(t), TLSConfig: tlsConfig, Handler: h,
+		OnShutdown: func() { h.SetReady(false) }, ShutdownDelay: time.Second,
+	})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-served })
+
+	reused := func() (bool, bool) {
+		var got httptrace.GotConnInfo
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
+			GotConn: func(i httptrace.GotConnInfo) { got = i },
+		}), http.MethodPost, "https://"+srv.Addr().String()+PathMutate, strings.NewReader(reviewBody("u")))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		return got.Reused, resp.Close
+	}
+	_, closed := reused()
+	assert.False(t, closed, "a response before shutdown closes its connection")
+	wasReused, _ := reused()
+	assert.True(t, wasReused, "the connection kept alive before shutdown")
+
+	cancel()
+	require.Eventually(t, func() bool { return !h.Ready() }, 5*time.Second, time.Millisecond, "readiness dropped")
+	require.Eventually(t, srv.draining.Load, 5*time.Second, time.Millisecond, "draining")
+	for i := range 3 {
+		wasReused, closed := reused()
+		assert.True(t, closed, "response %d while draining carries Connection: close", i)
+		if i > 0 {
+			assert.False(t, wasReused, "request %d while draining went on a connection already answered while draining", i)
+		}
 	}
 }
 

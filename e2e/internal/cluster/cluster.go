@@ -409,6 +409,16 @@ func (c *Cluster) Clientset(user string) (*kubernetes.Clientset, error) {
 	return cs, nil
 }
 
+// caPool is the cluster CA as a certificate pool (empty if unparsable).
+func (c *Cluster) caPool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.PKI.CAPEM)
+	return pool
+}
+
+// HTTPClient trusts the cluster CA, for plain HTTPS requests (a probe).
+func (c *Cluster) HTTPClient() (*http.Client, error) { return c.httpClient() }
+
 // httpClient trusts the cluster CA, for plain HTTPS requests.
 func (c *Cluster) httpClient() (*http.Client, error) {
 	pool := x509.NewCertPool()

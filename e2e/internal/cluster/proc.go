@@ -324,3 +324,23 @@ func tail(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// Kill sends SIGKILL to the process group, as a crash or an OOM kill would
+// end it, and waits up to 10 seconds for it to exit.
+func (p *Process) Kill() error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || done == nil {
+		return nil
+	}
+	defer p.reg.forget(p.Name)
+	pid := cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("kill %s (pid %d): still running 10s after SIGKILL", p.Name, pid)
+	}
+}

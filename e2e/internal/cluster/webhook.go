@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -31,6 +35,13 @@ type WebhookOptions struct {
 	SettingsFile string
 	// ExtraArgs are appended to serve's arguments.
 	ExtraArgs []string
+	// ListenIP is the loopback address serve listens on, as a Pod has an
+	// address of its own. Default: 127.0.0.1. The serving certificate is
+	// valid for it and for 127.0.0.1 (where a balancer in front listens).
+	ListenIP string
+	// DNSNames are more names the serving certificate is valid for,
+	// besides localhost.
+	DNSNames []string
 }
 
 // Webhook is a running `yunikorn-userinfo serve`.
@@ -40,10 +51,18 @@ type Webhook struct {
 	BaseURL string
 	// Process is the serve process; Stop and Restart act on it.
 	Process *Process
+	// Addr is the host:port serve listens on; MetricsURL its /metrics.
+	Addr       string
+	MetricsURL string
+	// ReadyzURL is its readiness endpoint.
+	ReadyzURL string
 
-	c       *Cluster
-	readyz  string
-	timeout time.Duration
+	c        *Cluster
+	readyz   string
+	timeout  time.Duration
+	certName string
+	certIPs  []net.IP
+	certDNS  []string
 }
 
 // StartWebhook starts `serve` on free loopback ports with a serving
@@ -60,7 +79,20 @@ func (c *Cluster) StartWebhook(ctx context.Context, opts WebhookOptions) (*Webho
 	if _, err := os.Stat(binary); err != nil {
 		return nil, fmt.Errorf("start webhook %s: %w (build it with `make build`, or set E2E_SERVE_BINARY)", opts.Name, err)
 	}
-	certFile, keyFile, err := c.PKI.IssueServing(opts.Name, []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
+	ip := opts.ListenIP
+	if ip == "" {
+		ip = "127.0.0.1"
+	}
+	parsed := net.ParseIP(ip)
+	if parsed == nil || !parsed.IsLoopback() {
+		return nil, fmt.Errorf("start webhook %s: listen address %q is not a loopback address", opts.Name, ip)
+	}
+	certIPs := []net.IP{net.ParseIP("127.0.0.1")}
+	if ip != "127.0.0.1" {
+		certIPs = append(certIPs, parsed)
+	}
+	certDNS := append([]string{"localhost"}, opts.DNSNames...)
+	certFile, keyFile, err := c.PKI.IssueServing(opts.Name, certIPs, certDNS)
 	if err != nil {
 		return nil, err
 	}
@@ -68,13 +100,14 @@ func (c *Cluster) StartWebhook(ctx context.Context, opts WebhookOptions) (*Webho
 	if err != nil {
 		return nil, err
 	}
-	listen := "127.0.0.1:" + strconv.Itoa(ports[0])
+	listen := net.JoinHostPort(ip, strconv.Itoa(ports[0]))
+	metricsListen := net.JoinHostPort(ip, strconv.Itoa(ports[1]))
 	p := c.track(&Process{
 		Name: opts.Name,
 		Path: binary,
 		Args: append([]string{"serve",
 			"--listen", listen,
-			"--metrics-listen", "127.0.0.1:" + strconv.Itoa(ports[1]),
+			"--metrics-listen", metricsListen,
 			"--cert-file", certFile, "--key-file", keyFile,
 			"-s", opts.SettingsFile,
 			// One JSON line per admission: the scenarios read them to see
@@ -82,7 +115,12 @@ func (c *Cluster) StartWebhook(ctx context.Context, opts WebhookOptions) (*Webho
 			"--log-format", "json", "--log-level", "info",
 		}, opts.ExtraArgs...),
 	})
-	w := &Webhook{BaseURL: "https://" + listen, Process: p, c: c, readyz: "https://" + listen + "/readyz", timeout: c.opts.StartTimeout}
+	w := &Webhook{
+		BaseURL: "https://" + listen, Process: p, Addr: listen,
+		MetricsURL: "http://" + metricsListen + "/metrics", ReadyzURL: "https://" + listen + "/readyz",
+		c: c, readyz: "https://" + listen + "/readyz", timeout: c.opts.StartTimeout,
+		certName: opts.Name, certIPs: certIPs, certDNS: certDNS,
+	}
 	if err := w.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -107,6 +145,55 @@ func (w *Webhook) Start(ctx context.Context) error {
 // Stop stops the serve process.
 func (w *Webhook) Stop() error {
 	return w.Process.Stop(w.c.opts.StopTimeout)
+}
+
+// StopWithin stops the serve process with SIGTERM, allowing it grace to
+// drain (its --shutdown-delay and --shutdown-timeout) before SIGKILL.
+func (w *Webhook) StopWithin(grace time.Duration) error {
+	return w.Process.Stop(grace)
+}
+
+// RotateCertificate writes a new serving certificate and key (a new key
+// pair, from the same CA, for the same addresses) over the files serve
+// reads, as cert-manager renews a Secret, and returns the new
+// certificate's serial number. serve picks it up at its next
+// --cert-reload-interval.
+func (w *Webhook) RotateCertificate() (*big.Int, error) {
+	certFile, _, err := w.c.PKI.IssueServing(w.certName, w.certIPs, w.certDNS)
+	if err != nil {
+		return nil, fmt.Errorf("rotate the certificate of %s: %w", w.Process.Name, err)
+	}
+	data, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("rotate the certificate of %s: %w", w.Process.Name, err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("rotate the certificate of %s: no PEM block in %s", w.Process.Name, certFile)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("rotate the certificate of %s: %w", w.Process.Name, err)
+	}
+	return cert.SerialNumber, nil
+}
+
+// ServingSerial connects to serve and returns the serial number of the
+// certificate it presents (verified against the cluster's CA).
+func (w *Webhook) ServingSerial(ctx context.Context) (*big.Int, error) {
+	d := tls.Dialer{Config: &tls.Config{RootCAs: w.c.caPool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(ctx, "tcp", w.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", w.Process.Name, err)
+	}
+	defer conn.Close()
+	certs := conn.(*tls.Conn).ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return nil, fmt.Errorf("connect to %s: no certificate", w.Process.Name)
+	}
+	return certs[0].SerialNumber, nil
 }
 
 // AdmissionLog is one line that serve logs per admission request.
