@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/yunikorn-userinfo/userinfo/e2e/internal/cluster"
 )
 
 // policyReportModule is the Go module of the Kubernetes Policy working
@@ -70,7 +72,10 @@ func TestAuditExisting(t *testing.T) {
 	web := newDeployment("web", 2, map[string]string{annotationKey: `{"user":"alice","groups":["dev"]}`})
 	web.Spec.Template.Spec.SchedulerName = "yunikorn"
 	web.Spec.Template.Labels["applicationId"] = "e2e-web"
-	old := newDeployment("old", 1, nil)
+	// No replicas: the Deployment and its ReplicaSet are what is audited
+	// here (a Pod without user.info is above), and a controller that lags
+	// behind its cache may briefly make a second Pod of a replicated one.
+	old := newDeployment("old", 0, nil)
 	old.Spec.Template.Spec.SchedulerName = "yunikorn"
 	for _, d := range []string{"web", "old"} {
 		dep := web
@@ -81,13 +86,20 @@ func TestAuditExisting(t *testing.T) {
 		require.NoError(t, err)
 	}
 	webPods := waitPods(t, ns, "app=web", 2)
-	oldPods := waitPods(t, ns, "app=old", 1)
 	sort.Slice(webPods, func(i, j int) bool { return webPods[i].Name < webPods[j].Name })
 	changed := webPods[0].Name
 	patch := `{"metadata":{"annotations":{"` + annotationKey + `":"{\"user\":\"mallory\",\"groups\":[\"dev\"]}"}}}`
 	_, err := adm.CoreV1().Pods(ns).Patch(ctx, changed, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
-	oldRS := oldPods[0].OwnerReferences[0].Name
+	var oldRS string
+	require.NoError(t, cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+		l, err := adm.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=old"})
+		if err != nil || len(l.Items) != 1 {
+			return false, nil
+		}
+		oldRS = l.Items[0].Name
+		return true, nil
+	}), "the Deployment controller makes old's ReplicaSet")
 
 	kubeconfig, err := e2e.cluster.WriteKubeconfig(admin)
 	require.NoError(t, err)
@@ -135,7 +147,6 @@ func TestAuditExisting(t *testing.T) {
 		"Pod web-* application-id-shared",
 		"Deployment old user-info-missing",
 		"ReplicaSet " + oldRS + " user-info-missing",
-		"Pod " + oldPods[0].Name + " user-info-missing",
 	}
 
 	// One namespace, two objects a page.
@@ -144,8 +155,8 @@ func TestAuditExisting(t *testing.T) {
 	var inNS report
 	require.NoError(t, json.Unmarshal([]byte(out), &inNS))
 	assert.ElementsMatch(t, want, findings(inNS))
-	assert.Contains(t, progress, "audit: Pod: 2 of about 10 read") // the server estimates the rest
-	assert.Contains(t, progress, "audit: Pod: 10 read in 5 pages, 9 audited")
+	assert.Contains(t, progress, "audit: Pod: 2 of about 9 read") // the server estimates the rest
+	assert.Contains(t, progress, "audit: Pod: 9 read in 5 pages, 8 audited")
 
 	// The whole cluster finds the same in this namespace.
 	out, _ = audit("-o", "json", "-q", "--queue-check=false")
@@ -218,7 +229,7 @@ partitions:
 			assert.NotEmpty(t, res["uid"])
 			rules[m["rule"].(string)]++
 		}
-		assert.Equal(t, map[string]int{"user-info-missing": 4, "user-info-invalid": 1, "user-info-owner-mismatch": 1, "application-id-shared": 2}, rules)
+		assert.Equal(t, map[string]int{"user-info-missing": 3, "user-info-invalid": 1, "user-info-owner-mismatch": 1, "application-id-shared": 2}, rules)
 	}
 
 	// A namespace with nothing to audit any more loses the report an
