@@ -197,31 +197,11 @@ func checkQueue(d decision, r request, s *Settings, kind kindRef, cur *podMeta) 
 		d.rule += "; queue " + pl.Queue
 		return d
 	}
-	var b strings.Builder
-	b.WriteString(what)
-	if pl.Err == queues.ErrRejected {
-		b.WriteString(": no placement rule gives a queue it may submit to")
-	} else {
-		b.WriteString(": " + pl.Err.Error())
-	}
+	requested := ""
 	if app.Queue != "" {
-		b.WriteString(" (queue " + quote(app.Queue) + " requested)")
+		requested = quote(app.Queue)
 	}
-	for i, st := range pl.Steps {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		b.WriteString("rule " + st.Rule)
-		if st.Queue != "" {
-			b.WriteString(" gave " + st.Queue)
-		}
-		if st.Reason != "" {
-			b.WriteString(": " + st.Reason)
-		}
-	}
-	return queueRefusal(d, qc, b.String())
+	return queueRefusal(d, qc, what+pl.Explain(requested))
 }
 
 func queueRefusal(d decision, qc *queueCheckSettings, msg string) decision {

@@ -136,31 +136,12 @@ func (s *scan) checkQueue(ctx context.Context, res Resource, p *corev1.Pod, id I
 	if pl.Err == nil {
 		return
 	}
-	var b strings.Builder
-	b.WriteString("under the current queue configuration, YuniKorn would reject the application of " + who)
-	if pl.Err == queues.ErrRejected {
-		b.WriteString(": no placement rule gives a queue it may submit to")
-	} else {
-		b.WriteString(": " + pl.Err.Error())
-	}
+	requested := ""
 	if app.Queue != "" {
-		b.WriteString(fmt.Sprintf(" (queue %q requested)", app.Queue))
+		requested = fmt.Sprintf("%q", app.Queue)
 	}
-	for i, st := range pl.Steps {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		b.WriteString("rule " + st.Rule)
-		if st.Queue != "" {
-			b.WriteString(" gave " + st.Queue)
-		}
-		if st.Reason != "" {
-			b.WriteString(": " + st.Reason)
-		}
-	}
-	s.add(Finding{Rule: RuleQueue, Resource: res, User: id.User, AppID: appID, Message: b.String()})
+	msg := "under the current queue configuration, YuniKorn would reject the application of " + who + pl.Explain(requested)
+	s.add(Finding{Rule: RuleQueue, Resource: res, User: id.User, AppID: appID, Message: msg})
 }
 
 // parentQueue is a namespace's yunikorn.apache.org/parentqueue annotation,

@@ -183,6 +183,38 @@ type Placement struct {
 	Steps []Step
 }
 
+// Explain says why a placement was rejected (Err is set), for messages:
+// ": <the rejection>", then " (queue <requested> requested)" when the
+// application asked for a queue (requested is that name already quoted by
+// the caller, "" for none), then each rule's step. Both the queue check and
+// the audit of running Pods word their refusals with it.
+func (p Placement) Explain(requested string) string {
+	var b strings.Builder
+	if p.Err == ErrRejected {
+		b.WriteString(": no placement rule gives a queue it may submit to")
+	} else {
+		b.WriteString(": " + p.Err.Error())
+	}
+	if requested != "" {
+		b.WriteString(" (queue " + requested + " requested)")
+	}
+	for i, st := range p.Steps {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString("rule " + st.Rule)
+		if st.Queue != "" {
+			b.WriteString(" gave " + st.Queue)
+		}
+		if st.Reason != "" {
+			b.WriteString(": " + st.Reason)
+		}
+	}
+	return b.String()
+}
+
 // errNotBelowRoot is a queue name core cannot walk up from.
 var errNotBelowRoot = errors.New("queue name is not below root")
 
