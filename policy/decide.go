@@ -23,10 +23,10 @@ type decision struct {
 	accepted bool
 	code     int
 	message  string
-	mutation []edit   // how the object changes; nil when unchanged
+	mutation []edit // how the object changes; nil when unchanged
 	// sched is what the scheduling jobs change besides (docs/BEHAVIOUR.md
 	// §3.9); nil when they change nothing.
-	sched *schedPlan
+	sched    *schedPlan
 	warnings []string // admission warnings shown to the client
 	rule     string   // which rule decided, for the decision trace
 	// claimed is the user.info value the request supplied where the rules

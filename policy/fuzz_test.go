@@ -137,7 +137,7 @@ func FuzzValidate(f *testing.F) {
 		}
 		require.True(t, json.Valid(vr.MutatedObject), "mutated object is not valid JSON: %s", vr.MutatedObject)
 		original := []byte(gjson.GetBytes(payload, "request.object").Raw)
-		if gjson.GetBytes(payload, "settings.scheduling").IsObject() {
+		if gjson.GetBytes(payload, "settings.scheduling").IsObject() && gjson.GetBytes(payload, "request.kind.kind").String() == "Pod" {
 			// The scheduling jobs change labels, annotations and the
 			// scheduler's name, and nothing else.
 			fixturecheck.CheckSchedulingEdit(t, original, vr.MutatedObject)

@@ -39,8 +39,8 @@ type schedulingSettings struct {
 	// Namespace lists (regular expressions, searched unanchored as
 	// YuniKorn does): empty process and label lists match every namespace.
 	process, bypass, label, noLabel []*regexp.Regexp
-	uniqueAppIDs bool
-	uniqueSet    bool // generateUniqueAppIds was given
+	uniqueAppIDs                    bool
+	uniqueSet                       bool // generateUniqueAppIds was given
 	// namespaceAnnotations honours the namespace's enableYuniKorn and
 	// generateAppId annotations; preemption sets allow-preemption.
 	namespaceAnnotations bool
