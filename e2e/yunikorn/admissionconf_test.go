@@ -24,9 +24,10 @@ import (
 // YuniKorn itself: for the example ConfigMaps of the conversion's tests and
 // a matrix of awkward values in the access control and filtering keys
 // (stray commas, commas inside patterns, patterns that do not compile,
-// every spelling strconv.ParseBool knows and some it does not), the settings migrate prints hold exactly what k8shim
-// v1.9.0's own admission controller configuration
-// (pkg/admission/conf.NewAdmissionControllerConf) runs with.
+// every spelling strconv.ParseBool knows and some it does not), the
+// settings migrate prints hold exactly what k8shim v1.9.0's own admission
+// controller configuration (pkg/admission/conf.NewAdmissionControllerConf)
+// runs with.
 func TestMigrateParsesAsK8shim(t *testing.T) {
 	binary := serveBinary(t)
 
