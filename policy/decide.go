@@ -164,14 +164,15 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 		if err == nil && d.accepted && kind == (kindRef{"", "Pod"}) && !s.ValidateOnly {
 			plan, err = planScheduling(s, r, cur)
 		}
+		// The checks judge the Pod as the scheduling jobs leave it: its
+		// scheduler and application are theirs.
+		eff := cur
+		if err == nil {
+			eff, err = plan.build(cur, d.mutation)
+		}
 		if err == nil && !d.placeholder {
-			// The checks judge the Pod as the scheduling jobs leave it:
-			// its scheduler and application are theirs.
-			eff := cur
-			if eff, err = plan.effective(cur); err == nil {
-				d = checkQueue(d, r, s, kind, eff)
-				d = checkAppOwnership(d, r, s, kind, eff, nil)
-			}
+			d = checkQueue(d, r, s, kind, eff)
+			d = checkAppOwnership(d, r, s, kind, eff, nil)
 		}
 		if err == nil && d.accepted && plan != nil {
 			d = withScheduling(d, plan)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -141,17 +142,24 @@ const (
 	stateTrue
 )
 
-// schedEdit sets one string member of the Pod: key in the object at path.
+// schedEdit sets one string member of the Pod: key in the object at path,
+// to token (a JSON string).
 type schedEdit struct {
 	path  []string
 	key   string
-	value string
+	token string
+}
+
+// setTo is the edit of key at path to value.
+func setTo(path []string, key, value string) schedEdit {
+	return schedEdit{path, key, string(appendJSONString(nil, value))}
 }
 
 // schedPlan is what the scheduling jobs change in one admitted Pod.
 type schedPlan struct {
 	src   *string // the Pod's text as received
 	edits []schedEdit
+	text  string // the Pod with the edits made, once built
 	// warnings say which reads failed (and so which fallback was used).
 	warnings []string
 	note     string // for the decision's rule
@@ -237,7 +245,7 @@ func planScheduling(s *Settings, r request, cur *podMeta) (*schedPlan, error) {
 		return p, nil
 	}
 	if schedulerName != sc.schedulerName {
-		p.edits = append(p.edits, schedEdit{specPath, "schedulerName", sc.schedulerName})
+		p.edits = append(p.edits, setTo(specPath, "schedulerName", sc.schedulerName))
 	}
 	labelled := generate == stateTrue
 	if generate == unset {
@@ -248,7 +256,7 @@ func planScheduling(s *Settings, r request, cur *podMeta) (*schedPlan, error) {
 		if v, err := annotation(annotationIgnoreApp); err != nil {
 			return nil, err
 		} else if v != "true" {
-			p.edits = append(p.edits, schedEdit{annotsPath, annotationIgnoreApp, "true"})
+			p.edits = append(p.edits, setTo(annotsPath, annotationIgnoreApp, "true"))
 		}
 		return p, nil
 	}
@@ -278,7 +286,7 @@ func planScheduling(s *Settings, r request, cur *podMeta) (*schedPlan, error) {
 	if allow {
 		value = "true"
 	}
-	p.edits = append(p.edits, schedEdit{annotsPath, annotationAllowPreemption, value})
+	p.edits = append(p.edits, setTo(annotsPath, annotationAllowPreemption, value))
 	return p, nil
 }
 
@@ -305,7 +313,7 @@ func (p *schedPlan) planLabels(sc *schedulingSettings, ns string, cur *podMeta,
 	canonical, spark, legacy, annotated, queue, legacyQueue := v[0], v[1], v[2], v[3], v[4], v[5]
 	set := func(key, value, now string) {
 		if value != now {
-			p.edits = append(p.edits, schedEdit{labelsPath, key, value})
+			p.edits = append(p.edits, setTo(labelsPath, key, value))
 		}
 	}
 	switch {
@@ -411,70 +419,183 @@ func preemptSelfAllowed(name string) (bool, error) {
 	return !(v.Type == gjson.String && str(v) == "false"), nil
 }
 
-// effective is the Pod as the scheduling jobs leave it (without the
-// user.info mutation), for the checks that read its scheduler and
-// application: located again along cur's path.
-func (p *schedPlan) effective(cur *podMeta) (*podMeta, error) {
+// build writes the Pod as the jobs leave it, with the user.info edit of
+// the decision (mutation, for this Pod) made too, into p.text, and returns
+// it located along cur's path: the checks read it, and it is the answer's
+// mutated object. A plan without edits builds nothing and returns cur.
+func (p *schedPlan) build(cur *podMeta, mutation []edit) (*podMeta, error) {
 	if p == nil || len(p.edits) == 0 {
 		return cur, nil
 	}
-	text := p.apply(*p.src)
-	return locate(text, cur.field, cur.path)
+	edits := slices.Clip(p.edits)
+	for _, m := range mutation {
+		if m.meta != cur {
+			// Not a Pod's own user.info edit (which cannot be): the
+			// identity edits win, the jobs are left out.
+			p.edits, p.warnings = nil, append(p.warnings, "scheduling: skipped: the identity edit is not of the Pod's metadata")
+			return cur, nil
+		}
+		edits = append(edits, schedEdit{annotsPath, AnnotationKey, string(m.token)})
+	}
+	p.text = string(appendEdited(make([]byte, 0, len(*p.src)+256), *p.src, edits))
+	return locate(p.text, cur.field, cur.path)
 }
 
-// apply returns obj with the plan's edits made.
-func (p *schedPlan) apply(obj string) string {
-	for _, e := range p.edits {
-		obj = setStringMember(obj, e)
+// A textSplice replaces obj[start:end] with text.
+type textSplice struct {
+	start, end int
+	text       []byte
+}
+
+// appendEdited appends obj, a JSON object, with the string members of
+// edits set (each edit's value is a JSON string token), in one pass over
+// obj's text: a member there has its value replaced; absent ones are
+// added at the end of their object, in the edits' order; an absent (or
+// null) map is created holding all of its edits. Every other byte is kept.
+func appendEdited(out []byte, obj string, edits []schedEdit) []byte {
+	root := gjson.Parse(obj)
+	// The maps' parents (metadata) must exist for the edits of two maps to
+	// be made independently; a Pod without metadata is edited one member
+	// at a time.
+	for _, e := range edits {
+		cur := root
+		for _, k := range e.path[:len(e.path)-1] {
+			next, _ := member(cur, "", k) // duplicates were refused when the plan read the object
+			if !isObject(next) {
+				for _, e := range edits {
+					obj = setStringMember(obj, e)
+				}
+				return append(out, obj...)
+			}
+			cur = next
+		}
 	}
-	return obj
+	var splices []textSplice
+	// Additions at the end of an object, by where its closing brace is.
+	type addition struct {
+		end  int
+		text []byte
+	}
+	var adds []*addition
+	addTo := func(o gjson.Result, member []byte) {
+		end := o.Index + len(o.Raw) - 1
+		for _, a := range adds {
+			if a.end == end {
+				a.text = append(append(a.text, ','), member...)
+				return
+			}
+		}
+		a := &addition{end: end}
+		if !emptyObject(o.Raw) {
+			a.text = append(a.text, ',')
+		}
+		a.text = append(a.text, member...)
+		adds = append(adds, a)
+	}
+	// The edits map by map (or spec), in the order each first appears.
+	var paths [][]string
+	for _, e := range edits {
+		if !slices.ContainsFunc(paths, func(p []string) bool { return slices.Equal(p, e.path) }) {
+			paths = append(paths, e.path)
+		}
+	}
+	for _, path := range paths {
+		var group []schedEdit
+		for _, e := range edits {
+			if slices.Equal(e.path, path) {
+				group = append(group, e)
+			}
+		}
+		cur := root
+		for _, k := range path[:len(path)-1] {
+			cur, _ = member(cur, "", k)
+		}
+		last := path[len(path)-1]
+		m, _ := member(cur, "", last)
+		switch {
+		case !isObject(m) && m.Exists():
+			// null: replaced by the map, holding the group.
+			splices = append(splices, textSplice{m.Index, m.Index + len(m.Raw), objectOf(group)})
+		case !m.Exists():
+			addTo(cur, memberText(last, objectOf(group)))
+		default:
+			for _, e := range group {
+				if v, _ := member(m, "", e.key); v.Exists() {
+					splices = append(splices, textSplice{v.Index, v.Index + len(v.Raw), []byte(e.token)})
+				} else {
+					addTo(m, memberText(e.key, []byte(e.token)))
+				}
+			}
+		}
+	}
+	for _, a := range adds {
+		splices = append(splices, textSplice{a.end, a.end, a.text})
+	}
+	slices.SortStableFunc(splices, func(a, b textSplice) int { return a.start - b.start })
+	pos := 0
+	for _, sp := range splices {
+		out = append(out, obj[pos:sp.start]...)
+		out = append(out, sp.text...)
+		pos = sp.end
+	}
+	return append(out, obj[pos:]...)
 }
 
 // setStringMember returns obj, a JSON object, with the string member
-// e.key of the object at e.path set to e.value. Only that member is
-// written: a member there has its value replaced, an absent one is added
-// at the end of its object, and absent (or null) levels are created as
-// nested objects; every other byte is kept.
+// e.key of the object at e.path set to e.token: a member there has its
+// value replaced, an absent one is added at the end of its object, and
+// absent (or null) levels are created as nested objects; every other byte
+// is kept.
 func setStringMember(obj string, e schedEdit) string {
-	keys := make([]string, 0, len(e.path)+1)
-	keys = append(append(keys, e.path...), e.key)
-	token := appendJSONString(nil, e.value)
+	keys := append(slices.Clip(e.path), e.key)
 	cur := gjson.Parse(obj)
 	for i, key := range keys {
-		next, _ := member(cur, "", key) // duplicates were refused when the plan read the object
-		last := i == len(keys)-1
-		if next.Exists() && !last && isObject(next) {
+		next, _ := member(cur, "", key)
+		if next.Exists() && i < len(keys)-1 && isObject(next) {
 			cur = next
 			continue
 		}
-		value := nested(keys[i+1:], token)
+		value := nested(keys[i+1:], []byte(e.token))
 		if next.Exists() {
-			// The member's value (or a null level) is replaced.
 			return obj[:next.Index] + string(value) + obj[next.Index+len(next.Raw):]
 		}
 		end := cur.Index + len(cur.Raw) - 1 // the closing brace
-		b := make([]byte, 0, len(obj)+len(key)+len(value)+4)
-		b = append(b, obj[:end]...)
+		sep := ""
 		if !emptyObject(cur.Raw) {
-			b = append(b, ',')
+			sep = ","
 		}
-		b = appendJSONString(b, key)
-		b = append(b, ':')
-		b = append(b, value...)
-		return string(append(b, obj[end:]...))
+		return obj[:end] + sep + string(memberText(key, value)) + obj[end:]
 	}
 	return obj
 }
 
-// nested is token inside objects keyed by keys, outermost first.
-func nested(keys []string, token []byte) []byte {
+// memberText is "key":value.
+func memberText(key string, value []byte) []byte {
+	b := appendJSONString(make([]byte, 0, len(key)+len(value)+4), key)
+	return append(append(b, ':'), value...)
+}
+
+// objectOf is an object holding the edits' members.
+func objectOf(edits []schedEdit) []byte {
+	b := []byte{'{'}
+	for i, e := range edits {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, memberText(e.key, []byte(e.token))...)
+	}
+	return append(b, '}')
+}
+
+// nested is value inside objects keyed by keys, outermost first.
+func nested(keys []string, value []byte) []byte {
 	var b []byte
 	for _, k := range keys {
 		b = append(b, '{')
 		b = appendJSONString(b, k)
 		b = append(b, ':')
 	}
-	b = append(b, token...)
+	b = append(b, value...)
 	for range keys {
 		b = append(b, '}')
 	}

@@ -41,25 +41,42 @@ func TestSchedulingGenerateAppID(t *testing.T) {
 	}
 }
 
-// TestSchedulingSetStringMember: an edit writes one member and keeps
-// every other byte: a value replaced in place, a member added at the end
-// of its object, levels created where absent or null.
-func TestSchedulingSetStringMember(t *testing.T) {
+// TestSchedulingEdits: the edits write their members and keep every other
+// byte: a value replaced in place, a member added at the end of its
+// object, a map created where absent or null (holding all of its edits),
+// and a Pod without metadata edited member by member; one pass and the
+// member-by-member edits agree.
+func TestSchedulingEdits(t *testing.T) {
+	sched := setTo(specPath, "schedulerName", "yunikorn")
+	l1, l2 := setTo(labelsPath, "k", "v"), setTo(labelsPath, "k2", "v2")
+	a1 := setTo(annotsPath, "a/b", "<&>")
 	for _, c := range []struct {
-		obj  string
-		e    schedEdit
-		want string
+		obj   string
+		edits []schedEdit
+		want  string
 	}{
-		{`{"spec":{"a":1,"schedulerName":"x" }}`, schedEdit{specPath, "schedulerName", "yunikorn"}, `{"spec":{"a":1,"schedulerName":"yunikorn" }}`},
-		{`{"spec":{ }}`, schedEdit{specPath, "schedulerName", "y"}, `{"spec":{ "schedulerName":"y"}}`},
-		{`{"spec":{"a":1} }`, schedEdit{specPath, "schedulerName", "y"}, `{"spec":{"a":1,"schedulerName":"y"} }`},
-		{`{"metadata":{"labels":null}}`, schedEdit{labelsPath, "k", "v"}, `{"metadata":{"labels":{"k":"v"}}}`},
-		{`{"metadata":{}}`, schedEdit{labelsPath, "k", "v"}, `{"metadata":{"labels":{"k":"v"}}}`},
-		{`{"kind":"Pod"}`, schedEdit{annotsPath, "a/b", "<&>"}, `{"kind":"Pod","metadata":{"annotations":{"a/b":"\u003c\u0026\u003e"}}}`},
-		{`{"metadata":{"labels":{"k":"\u0076"}}}`, schedEdit{labelsPath, "k", "w"}, `{"metadata":{"labels":{"k":"w"}}}`},
+		{`{"spec":{"a":1,"schedulerName":"x" }}`, []schedEdit{sched}, `{"spec":{"a":1,"schedulerName":"yunikorn" }}`},
+		{`{"spec":{ }}`, []schedEdit{sched}, `{"spec":{ "schedulerName":"yunikorn"}}`},
+		{`{"spec":{"a":1} }`, []schedEdit{sched}, `{"spec":{"a":1,"schedulerName":"yunikorn"} }`},
+		{`{"kind":"Pod"}`, []schedEdit{sched}, `{"kind":"Pod","spec":{"schedulerName":"yunikorn"}}`},
+		{`{"metadata":{"labels":null}}`, []schedEdit{l1, l2}, `{"metadata":{"labels":{"k":"v","k2":"v2"}}}`},
+		{`{"metadata":{}}`, []schedEdit{l1, a1, l2}, `{"metadata":{"labels":{"k":"v","k2":"v2"},"annotations":{"a/b":"\u003c\u0026\u003e"}}}`},
+		{`{"metadata":{"n":1},"spec":{}}`, []schedEdit{sched, l1, a1}, `{"metadata":{"n":1,"labels":{"k":"v"},"annotations":{"a/b":"\u003c\u0026\u003e"}},"spec":{"schedulerName":"yunikorn"}}`},
+		{`{"kind":"Pod"}`, []schedEdit{l1, a1}, `{"kind":"Pod","metadata":{"labels":{"k":"v"},"annotations":{"a/b":"\u003c\u0026\u003e"}}}`},
+		{`{"metadata":null,"spec":null}`, []schedEdit{sched, l1, a1}, `{"metadata":{"labels":{"k":"v"},"annotations":{"a/b":"\u003c\u0026\u003e"}},"spec":{"schedulerName":"yunikorn"}}`},
+		{`{"metadata":{"labels":{"k":"\u0076","x":"y"}}}`, []schedEdit{l2, l1}, `{"metadata":{"labels":{"k":"v","x":"y","k2":"v2"}}}`},
 	} {
-		assert.Equal(t, c.want, setStringMember(c.obj, c.e), "%s", c.obj)
-		assert.True(t, json.Valid([]byte(c.want)))
+		got := string(appendEdited(nil, c.obj, c.edits))
+		assert.Equal(t, c.want, got, "%s", c.obj)
+		require.True(t, json.Valid([]byte(got)), got)
+		one := c.obj
+		for _, e := range c.edits {
+			one = setStringMember(one, e)
+		}
+		var a, b any
+		require.NoError(t, json.Unmarshal([]byte(got), &a))
+		require.NoError(t, json.Unmarshal([]byte(one), &b))
+		assert.Equal(t, b, a, "one pass and member by member agree on %s", c.obj)
 	}
 }
 

@@ -145,14 +145,10 @@ func (d decision) appendResponse(b []byte) []byte {
 	}
 	switch {
 	case d.sched != nil:
-		// The scheduling jobs edit the object as the identity rules
-		// leave it.
+		// The scheduling jobs' edits, user.info's included, were made
+		// once, for the checks that read the Pod as it is admitted.
 		b = append(b, `,"mutated_object":`...)
-		obj := *d.sched.src
-		if d.mutation != nil {
-			obj = string(appendMutated(nil, d.mutation))
-		}
-		b = append(b, d.sched.apply(obj)...)
+		b = append(b, d.sched.text...)
 	case d.mutation != nil:
 		// The mutated object is written straight into the response: no
 		// copy of the object is made on its own.
