@@ -112,13 +112,27 @@ func parseScheduling(errs *settingsError, warnings *[]string, v gjson.Result) *s
 	return sc
 }
 
-// reconcileUniqueAppIDs makes applicationOwnership and scheduling agree on
+// reconcileScheduling makes applicationOwnership and scheduling agree on
 // generateUniqueAppIds: both describe how the IDs of Pods without one are
 // made, which with scheduling on this policy does itself. One given sets
 // the other; both given and different is an error.
-func reconcileUniqueAppIDs(errs *settingsError, s *Settings) {
+//
+// It also warns when the queue check or application ownership look at
+// another scheduler's Pods than the one the jobs write.
+func reconcileScheduling(errs *settingsError, s *Settings) {
 	sc, ao := s.Scheduling, s.AppOwnership
-	if sc == nil || ao == nil {
+	if sc == nil {
+		return
+	}
+	for _, c := range []struct {
+		key, mode, name string
+	}{{keyQueueCheck, modeOf(s.QueueCheck), schedulerOf(s.QueueCheck)}, {keyAppOwnership, modeOfAO(ao), schedulerOfAO(ao)}} {
+		if c.mode != "" && c.mode != queueCheckOff && c.name != sc.schedulerName {
+			s.Warnings = append(s.Warnings, "settings."+c.key+".schedulerName is "+quote(c.name)+" and settings."+keyScheduling+
+				".schedulerName "+quote(sc.schedulerName)+": the check passes over the Pods the scheduling jobs send to "+quote(sc.schedulerName))
+		}
+	}
+	if ao == nil {
 		return
 	}
 	switch {
@@ -130,6 +144,34 @@ func reconcileUniqueAppIDs(errs *settingsError, s *Settings) {
 	case ao.uniqueSet:
 		sc.uniqueAppIDs = ao.uniqueAppIDs
 	}
+}
+
+func modeOf(q *queueCheckSettings) string {
+	if q == nil {
+		return ""
+	}
+	return q.mode
+}
+
+func schedulerOf(q *queueCheckSettings) string {
+	if q == nil {
+		return ""
+	}
+	return q.schedulerName
+}
+
+func modeOfAO(a *appOwnershipSettings) string {
+	if a == nil {
+		return ""
+	}
+	return a.mode
+}
+
+func schedulerOfAO(a *appOwnershipSettings) string {
+	if a == nil {
+		return ""
+	}
+	return a.schedulerName
 }
 
 // triState is a namespace annotation as YuniKorn's namespace cache reads

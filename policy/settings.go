@@ -168,7 +168,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 		}
 		return true
 	})
-	reconcileUniqueAppIDs(&errs, s)
+	reconcileScheduling(&errs, s)
 	if len(errs.problems) > 0 {
 		return nil, &errs
 	}
