@@ -168,7 +168,8 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 		// scheduler and application are theirs.
 		eff := cur
 		if err == nil {
-			eff, err = plan.build(cur, d.mutation)
+			checks := (s.QueueCheck != nil && s.QueueCheck.mode != queueCheckOff) || (s.AppOwnership != nil && s.AppOwnership.mode != queueCheckOff)
+			eff, err = plan.build(cur, d.mutation, checks && !d.placeholder)
 		}
 		if err == nil && !d.placeholder {
 			d = checkQueue(d, r, s, kind, eff)

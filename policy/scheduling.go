@@ -462,10 +462,11 @@ func preemptSelfAllowed(name string) (bool, error) {
 }
 
 // build writes the Pod as the jobs leave it, with the user.info edit of
-// the decision (mutation, for this Pod) made too, into p.text, and returns
-// it located along cur's path: the checks read it, and it is the answer's
-// mutated object. A plan without edits builds nothing and returns cur.
-func (p *schedPlan) build(cur *podMeta, mutation []edit) (*podMeta, error) {
+// the decision (mutation, for this Pod) made too, into p.text, the answer's
+// mutated object. When the checks of §3.2 or §3.5 are on (check), it
+// returns it located along cur's path for them; otherwise, and for a plan
+// without edits (which builds nothing), cur.
+func (p *schedPlan) build(cur *podMeta, mutation []edit, check bool) (*podMeta, error) {
 	if p == nil || len(p.edits) == 0 {
 		return cur, nil
 	}
@@ -480,6 +481,9 @@ func (p *schedPlan) build(cur *podMeta, mutation []edit) (*podMeta, error) {
 		edits = append(edits, schedEdit{annotsPath, AnnotationKey, string(m.token)})
 	}
 	p.text = string(appendEdited(make([]byte, 0, len(*p.src)+256), *p.src, edits))
+	if !check {
+		return cur, nil
+	}
 	return locate(p.text, cur.field, cur.path)
 }
 
