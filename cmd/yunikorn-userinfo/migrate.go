@@ -75,7 +75,7 @@ controller".`,
 	fs.StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
 	fs.StringVar(&f.queueCheck, "queue-check", "", "add queueCheck with this mode (enforce, warn, off), YuniKorn's namespace and service.policyGroup")
 	fs.StringVar(&f.appOwner, "application-ownership", "", "add applicationOwnership with this mode (enforce, warn, off) and admissionController.filtering.generateUniqueAppId")
-	fs.BoolVar(&f.explicit, "explicit", false, "write every access control setting, with YuniKorn's default where the ConfigMaps set none (YuniKorn's systemUsers default differs from the policy's)")
+	fs.BoolVar(&f.explicit, "explicit", false, "write every access control setting (and every key of scheduling), with YuniKorn's default where the ConfigMaps set none (YuniKorn's systemUsers default differs from the policy's)")
 	fs.BoolVar(&f.scheduling, "scheduling", true, "write the scheduling setting from admissionController.filtering (the policy then sets schedulerName, application IDs and allow-preemption as YuniKorn's admission controller does); false: keep YuniKorn's admission controller for those")
 	fs.BoolVar(&f.validate, "validate", true, "check the output with the embedded policy's validate_settings")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "with --kubeconfig: the deadline of reading the ConfigMaps")

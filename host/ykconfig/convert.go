@@ -87,10 +87,10 @@ type Options struct {
 	// Namespace is YuniKorn's namespace for queueCheck.namespace when the
 	// ConfigMaps do not say. Default: theirs, else the policy's default.
 	Namespace string
-	// Explicit writes every access control setting, with YuniKorn's
-	// default where the ConfigMaps do not set it, so that the output also
-	// behaves as YuniKorn does where the two defaults differ. Default:
-	// only the keys that are set.
+	// Explicit writes every access control setting (and every key of
+	// scheduling), with YuniKorn's default where the ConfigMaps do not set
+	// it, so that the output also behaves as YuniKorn does where the two
+	// defaults differ. Default: only the keys that are set.
 	Explicit bool
 	// NoScheduling leaves the scheduling setting out: YuniKorn's admission
 	// controller stays for its schedulerName, application ID and
