@@ -277,5 +277,5 @@ func inflate(b64 string) (string, error) {
 
 type tooLarge struct{}
 
-func (tooLarge) Error() string    { return errTooLarge.Error() }
+func (tooLarge) Error() string   { return errTooLarge.Error() }
 func (tooLarge) Is(t error) bool { return t == errTooLarge }
