@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -32,6 +33,12 @@ const (
 	// inflate to: a ConfigMap holds at most 1 MiB, and a small one could
 	// otherwise expand to fill the module's memory.
 	maxInflated = 16 << 20
+	// maxCheckedText bounds the configuration text checked: a few
+	// thousand queues, which the module parses and validates within its
+	// default 64 MiB and well within the evaluation's 2 s deadline
+	// (BenchmarkConfigValidation, docs/BEHAVIOUR.md §3.9). Larger texts
+	// are admitted unchecked, with a warning.
+	maxCheckedText = 256 << 10
 )
 
 var configMapKind = kindRef{"", "ConfigMap"}
@@ -141,30 +148,44 @@ func decideConfigMap(r request, cv *configValidationSettings) decision {
 		return configUnchecked(cv, err.Error())
 	}
 	rule := "configmap " + str(name) + ": " + key
-	err = queues.Validate([]byte(text))
+	if len(text) > maxCheckedText {
+		// Too large to parse within the module's memory and the
+		// evaluation's deadline: admitted, as a configuration the
+		// module cannot check (core may well accept it).
+		why := key + " is " + strconv.Itoa(len(text)) + " bytes, more than the " + strconv.Itoa(maxCheckedText>>10) + " KiB configValidation checks"
+		return configNotChecked(rule, why)
+	}
+	refused, unbuildable := queues.Check([]byte(text))
 	var deep *queues.TooComplexError
 	switch {
-	case errors.As(err, &deep):
+	case errors.As(refused, &deep) || errors.As(unbuildable, &deep):
 		// core compiles the pattern and may well accept it: admitted.
-		d := accept(rule + " not checked")
-		d.warnings = append(d.warnings, "configValidation: "+key+" could not be checked: "+err.Error())
-		logWarning("configuration check skipped", err.Error())
-		return d
-	case err != nil:
+		return configNotChecked(rule, key+" could not be checked: "+deep.Error())
+	case refused != nil:
 		if cv.mode == queueCheckWarn {
 			d := accept(rule + " refused by yunikorn-core, warned")
-			d.warnings = append(d.warnings, "YuniKorn would refuse this configuration ("+key+"): "+err.Error())
+			d.warnings = append(d.warnings, "YuniKorn would refuse this configuration ("+key+"): "+refused.Error())
 			return d
 		}
-		return reject(rule+" refused by yunikorn-core", codeForbidden, err.Error())
+		return reject(rule+" refused by yunikorn-core", codeForbidden, refused.Error())
 	}
 	d := accept(rule + " valid")
-	if _, err := queues.Parse([]byte(text)); err != nil && !errors.As(err, &deep) {
+	if unbuildable != nil {
 		// validate-conf accepts it; the scheduler then fails to apply it
 		// and keeps its previous configuration.
-		d.warnings = append(d.warnings, "YuniKorn accepts this configuration ("+key+") but will fail to apply it: "+err.Error())
+		d.warnings = append(d.warnings, "YuniKorn accepts this configuration ("+key+") but will fail to apply it: "+unbuildable.Error())
 		d.rule += ", not applicable"
 	}
+	return d
+}
+
+// configNotChecked admits an edit whose configuration the module cannot
+// check (a pattern too deep to compile, a text too large), with the
+// warning "configValidation: <why>".
+func configNotChecked(rule, why string) decision {
+	d := accept(rule + " not checked")
+	d.warnings = append(d.warnings, "configValidation: "+why)
+	logWarning("configuration check skipped", why)
 	return d
 }
 

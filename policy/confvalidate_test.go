@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -104,4 +105,17 @@ func TestConfigValidation_passThroughReadsNothing(t *testing.T) {
 		assert.True(t, gjson.GetBytes(out, "accepted").Bool(), "%s/%s", c.ns, c.name)
 		assert.False(t, strings.Contains(string(out), "warnings"), "%s", out)
 	}
+}
+
+// TestConfigValidation_tooLarge: a text over the bound is admitted
+// unchecked, with a warning that says so, whatever it holds.
+func TestConfigValidation_tooLarge(t *testing.T) {
+	answerFromFixtureCluster(t)
+	text := "partitions: [{name: default, queues: [{name: root, parent: maybe}]}]\n" + strings.Repeat("# padding\n", maxCheckedText/10)
+	out, err := validate(configMapPayload(t, `{"configValidation":{"mode":"enforce","namespace":"yunikorn-cv"}}`, "yunikorn-cv", "yunikorn-configs",
+		map[string]string{"queues.yaml": text}, nil))
+	require.NoError(t, err)
+	assert.True(t, gjson.GetBytes(out, "accepted").Bool())
+	assert.Equal(t, "configValidation: queues.yaml is "+strconv.Itoa(len(text))+" bytes, more than the 256 KiB configValidation checks",
+		gjson.GetBytes(out, "warnings.0").String())
 }

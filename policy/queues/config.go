@@ -143,6 +143,26 @@ func Validate(data []byte) error {
 	return err
 }
 
+// Check is Validate, and then whether the scheduler could build the
+// queues of a configuration core accepts (Parse's error, when Validate's is
+// nil), decoding the text once.
+func Check(data []byte) (refused, unbuildable error) {
+	conf, err := decodeConfig(data)
+	if err != nil {
+		return err, nil
+	}
+	parts, _, err := validateConfig(conf)
+	if err != nil {
+		return err, nil
+	}
+	for _, p := range parts {
+		if _, err := buildPartition(p); err != nil {
+			return nil, fmt.Errorf("partition %s: %w", p.name, err)
+		}
+	}
+	return nil, nil
+}
+
 // validateConfig is core's Validate: each partition in turn, its checks
 // in core's order, the first problem found being the error (with the
 // partition it is in). It returns the partitions as core leaves them:
