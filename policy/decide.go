@@ -127,6 +127,12 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	if kind == bindingKind {
 		return decideBinding(r)
 	}
+	if kind == configMapKind {
+		if cv := s.ConfigValidation; cv != nil && cv.mode != queueCheckOff {
+			return decideConfigMap(r, cv)
+		}
+		return accept("pass-through: kind")
+	}
 	path, guarded := metadataPath(kind)
 	var wk *workloadKind
 	if !guarded {

@@ -19,6 +19,7 @@ const (
 	keyValidateOnly     = "validateOnly"
 	keyTrustRBAC        = "trustRBAC"
 	keyQueueCheck       = "queueCheck"
+	keyConfigValidation = "configValidation"
 	keyWorkloads        = "workloads"
 	keyTrustPodTokens   = "trustPodTokens"
 	keyAppOwnership     = "applicationOwnership"
@@ -27,7 +28,7 @@ const (
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers, scheduling"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, configValidation, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers, scheduling"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -59,6 +60,9 @@ type Settings struct {
 	// QueueCheck, when set and not off, checks YuniKorn's placement and
 	// queue ACLs for new pods (docs/BEHAVIOUR.md §3.2).
 	QueueCheck *queueCheckSettings
+	// ConfigValidation, when set and not off, checks edits of YuniKorn's
+	// ConfigMaps as the scheduler would (docs/BEHAVIOUR.md §3.9).
+	ConfigValidation *configValidationSettings
 	// Workloads are the custom kinds guarded besides the built-in ones,
 	// with the operators trusted to copy their identity
 	// (docs/BEHAVIOUR.md §3.3, §3.4).
@@ -80,7 +84,7 @@ type Settings struct {
 	SchedulerUsers []*regexp.Regexp
 	// Scheduling, when set, does the other jobs of YuniKorn's admission
 	// controller on Pod CREATE: schedulerName, application ID labels,
-	// allow-preemption, ignore-application (docs/BEHAVIOUR.md §3.9).
+	// allow-preemption, ignore-application (docs/BEHAVIOUR.md §3.10).
 	// nil: off.
 	Scheduling *schedulingSettings
 	// Warnings are the patterns that are valid but probably not what the
@@ -128,6 +132,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.TrustRBAC = parseTrustRBAC(&errs, v)
 		case keyQueueCheck:
 			s.QueueCheck = parseQueueCheck(&errs, v)
+		case keyConfigValidation:
+			s.ConfigValidation = parseConfigValidation(&errs, v)
 		case keyWorkloads:
 			s.Workloads = parseWorkloads(&errs, &s.Warnings, v)
 		case keyAppOwnership:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,7 +90,10 @@ func TestOurHost_guestNeverTraps(t *testing.T) {
 // cannot make later requests trap or crawl; ordinary requests keep theirs.
 func TestOurHost_recyclesGrownInstances(t *testing.T) {
 	wasm := policyWasm(t)
-	e, err := engine.New(t.Context(), wasm, engine.Options{MaxInstances: 1, RecycleMemoryPages: 64})
+	e, err := engine.New(t.Context(), wasm, engine.Options{MaxInstances: 1, RecycleMemoryPages: 64,
+		// The test is about recycling, not time: a 2.6 MB request under the
+		// race detector on a loaded 2-core machine took past the 2 s default.
+		Timeout: time.Minute})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
 

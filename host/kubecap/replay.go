@@ -27,8 +27,10 @@ import (
 // SubjectAccessReview (authorization.k8s.io/v1) with a spec and a status
 // are the answers to can_i: a review whose user, groups (in any order) and
 // resource attributes equal the request's gives its status; no match is a
-// denial that says so. It is how `run` answers a context-aware policy
-// offline.
+// denial that says so. An object annotated ReplayErrorAnnotation is not
+// served: getting it fails with the annotation's text, as a request the
+// API server refuses (no RBAC grant, say) would. It is how `run` answers
+// a context-aware policy offline.
 type Replay struct {
 	objects map[Resource][]map[string]any
 	reviews []replayReview
@@ -44,6 +46,10 @@ type replayReview struct {
 var clusterScoped = []string{"Namespace", "Node", "PersistentVolume", "ClusterRole", "ClusterRoleBinding",
 	"StorageClass", "PriorityClass", "CustomResourceDefinition", "MutatingWebhookConfiguration",
 	"ValidatingWebhookConfiguration", "RuntimeClass", "IngressClass", "CSIDriver", "CSINode", "VolumeAttachment"}
+
+// ReplayErrorAnnotation marks a replayed object whose get fails with
+// the annotation's value.
+const ReplayErrorAnnotation = "replay.yunikorn-userinfo/get-error"
 
 // LoadReplay reads dir.
 func LoadReplay(dir string) (*Replay, error) {
@@ -161,6 +167,11 @@ func (r *Replay) Get(_ context.Context, res Resource, namespace, name string, _ 
 		n, _ := meta["name"].(string)
 		ns, _ := meta["namespace"].(string)
 		if n == name && ns == namespace {
+			if annotations, _ := meta["annotations"].(map[string]any); annotations != nil {
+				if msg, ok := annotations[ReplayErrorAnnotation].(string); ok {
+					return nil, errors.New(msg)
+				}
+			}
 			return json.Marshal(obj)
 		}
 	}

@@ -114,20 +114,12 @@ func Parse(data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	parts, name, err := validateConfig(conf)
+	if err != nil {
+		return nil, fmt.Errorf("partition %s: %w", name, err)
+	}
 	c := &Config{}
-	seen := map[string]bool{}
-	for i := range conf.partitions {
-		p := conf.partitions[i]
-		if p.name == "" || lower(p.name) == defaultPartition {
-			p.name = defaultPartition
-		}
-		if seen[lower(p.name)] {
-			return nil, fmt.Errorf("duplicate partition name found with name %s", p.name)
-		}
-		seen[lower(p.name)] = true
-		if err := validatePartition(&p); err != nil {
-			return nil, fmt.Errorf("partition %s: %w", p.name, err)
-		}
+	for _, p := range parts {
 		part, err := buildPartition(p)
 		if err != nil {
 			return nil, fmt.Errorf("partition %s: %w", p.name, err)
@@ -137,10 +129,69 @@ func Parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
-// validatePartition is core's Validate for one partition, for the parts
-// this package models: the queue structure, queue names, ACL syntax and
-// the placement rules. Resource, limit and sort-policy checks are not
-// made (docs/QUEUES.md).
+// Validate is what yunikorn-core's LoadSchedulerConfigFromByteArray says
+// of queues.yaml (and so the scheduler's /ws/v1/validate-conf): nil when
+// it loads, else an error whose text is core's, word for word. It does
+// not build the queues: core's validation accepts some configurations
+// the scheduler then fails to apply (Parse reports those).
+func Validate(data []byte) error {
+	conf, err := decodeConfig(data)
+	if err != nil {
+		return err
+	}
+	_, _, err = validateConfig(conf)
+	return err
+}
+
+// Check is Validate, and then whether the scheduler could build the
+// queues of a configuration core accepts (Parse's error, when Validate's is
+// nil), decoding the text once.
+func Check(data []byte) (refused, unbuildable error) {
+	conf, err := decodeConfig(data)
+	if err != nil {
+		return err, nil
+	}
+	parts, _, err := validateConfig(conf)
+	if err != nil {
+		return err, nil
+	}
+	for _, p := range parts {
+		if _, err := buildPartition(p); err != nil {
+			return nil, fmt.Errorf("partition %s: %w", p.name, err)
+		}
+	}
+	return nil, nil
+}
+
+// validateConfig is core's Validate: each partition in turn, its checks
+// in core's order, the first problem found being the error (with the
+// partition it is in). It returns the partitions as core leaves them:
+// the default name given, a root queue inserted where needed, partition
+// limits given to a root queue that has none.
+func validateConfig(conf *schedulerConfig) ([]partitionConfig, string, error) {
+	seen := map[string]bool{}
+	parts := make([]partitionConfig, 0, len(conf.partitions))
+	for i := range conf.partitions {
+		p := conf.partitions[i]
+		if p.name == "" || lower(p.name) == defaultPartition {
+			p.name = defaultPartition
+		}
+		if seen[lower(p.name)] {
+			return nil, p.name, fmt.Errorf("duplicate partition name found with name %s", p.name)
+		}
+		seen[lower(p.name)] = true
+		if err := validatePartition(&p); err != nil {
+			return nil, p.name, err
+		}
+		parts = append(parts, p)
+	}
+	return parts, "", nil
+}
+
+// validatePartition is core's Validate for one partition, check by check
+// in core's order: the queue structure, the limits structure, queue
+// names, ACL syntax and limits, queue resources, the placement rules, the
+// node sorting policy, maxapplications and the limits down the hierarchy.
 func validatePartition(p *partitionConfig) error {
 	if !p.hasQueue {
 		return fmt.Errorf("queue config is not set")
@@ -151,13 +202,35 @@ func validatePartition(p *partitionConfig) error {
 	} else {
 		p.queues[0].parent = true
 	}
-	if p.queues[0].hasResources {
+	root := &p.queues[0]
+	if root.guaranteed != nil || root.max != nil {
 		return fmt.Errorf("root queue must not have resource limits set")
 	}
-	if err := checkQueues(&p.queues[0], 1); err != nil {
+	if len(p.limits) > 0 && len(root.limits) > 0 && !limitsEqual(p.limits, root.limits) {
+		return fmt.Errorf("partition limits and root queue limits are not equivalent")
+	}
+	if len(p.limits) > 0 && len(root.limits) == 0 {
+		root.limits = p.limits
+	}
+	if err := checkQueues(root, 1); err != nil {
 		return err
 	}
-	return checkPlacementRules(p)
+	if _, err := checkQueueResource(root, nil); err != nil {
+		return err
+	}
+	if err := checkPlacementRules(p); err != nil {
+		return err
+	}
+	if err := checkNodeSortingPolicy(p); err != nil {
+		return err
+	}
+	if err := checkQueueMaxApplications(root); err != nil {
+		return err
+	}
+	if err := checkLimitResource(root, map[string]resource{}, map[string]resource{}); err != nil {
+		return err
+	}
+	return checkLimitMaxApplications(root, map[string]uint64{}, map[string]uint64{})
 }
 
 func checkACL(acl string) error {
@@ -176,6 +249,9 @@ func checkQueues(q *queueConfig, level int) error {
 		return err
 	}
 	if err := checkACL(q.submitACL); err != nil {
+		return err
+	}
+	if err := checkLimits(q.limits, q); err != nil {
 		return err
 	}
 	names := map[string]bool{}
@@ -208,16 +284,25 @@ func checkPlacementRules(p *partitionConfig) error {
 			return err
 		}
 	}
+	type staticPath struct {
+		path, chain     string
+		create, dynamic bool
+		no              int
+	}
+	var paths []staticPath
 	for i, r := range p.rules {
 		path, chain, dynamic, err := longestStaticPath(r)
 		if err != nil {
 			return err
 		}
-		if strings.Index(path, rootQueue) != 0 {
-			continue
+		if strings.Index(path, rootQueue) == 0 {
+			paths = append(paths, staticPath{path: path, chain: chain, create: r.create, dynamic: dynamic, no: i})
 		}
+	}
+	for _, sp := range paths {
+		i, chain, path := sp.no, sp.chain, sp.path
 		parts := strings.Split(lower(path), dot)
-		switch result, last := checkHierarchyForPlacement(parts, r.create, dynamic, p.queues, nil); result {
+		switch result, last := checkHierarchyForPlacement(parts, sp.create, sp.dynamic, p.queues, nil); result {
 		case errQueueNotLeaf:
 			return fmt.Errorf("placement rule no. #%d (%s) references a queue (%s) which is not a leaf", i, chain, path)
 		case errNonExistingQueue:

@@ -8,9 +8,9 @@ import (
 )
 
 // The configuration as yunikorn-core decodes it (configs.SchedulerConfig
-// and its members, with yaml.v3 and KnownFields): only what placement and
-// ACLs need is kept, but every key the scheduler knows is accepted and
-// every other key is an error, as it is there.
+// and its members, with yaml.v3 and KnownFields): what placement, ACLs
+// and core's validation need is kept, every key the scheduler knows is
+// accepted and every other key is an error, as it is there.
 
 type schedulerConfig struct {
 	partitions []partitionConfig
@@ -22,15 +22,31 @@ type partitionConfig struct {
 	hasQueue bool // queues was given and not null
 	rules    []ruleConfig
 	resolver string // usergroupresolver.type
+	limits   []limitConfig
+	nodeSort string
+	weights  map[string]float64 // nodesortpolicy.resourceweights
 }
 
 type queueConfig struct {
-	name         string
-	parent       bool
-	submitACL    string
-	adminACL     string
-	queues       []queueConfig
-	hasResources bool // resources.guaranteed or resources.max set
+	name      string
+	parent    bool
+	submitACL string
+	adminACL  string
+	queues    []queueConfig
+	// guaranteed and max are resources.guaranteed and resources.max; nil
+	// when not given (an empty map when given empty, as yaml.v3 has it).
+	guaranteed, max map[string]string
+	maxApps         uint64
+	limits          []limitConfig
+}
+
+// limitConfig is configs.Limit; nil and empty lists and maps differ, as
+// they do for the reflect.DeepEqual core compares partition limits with.
+type limitConfig struct {
+	limit         string
+	users, groups []string
+	maxResources  map[string]string
+	maxApps       uint64
 }
 
 type ruleConfig struct {
@@ -47,39 +63,40 @@ type filterConfig struct {
 	groups []string
 }
 
-// decodeError is a configuration the scheduler would refuse to load.
-type decodeError struct {
-	line int
-	msg  string
+// typeError is yaml.v3's TypeError: every problem the decoder met, in the
+// order it met them, worded as yaml.v3 words them.
+type typeError struct{ errors []string }
+
+func (e *typeError) Error() string {
+	return "yaml: unmarshal errors:\n  " + strings.Join(e.errors, "\n  ")
 }
 
-func (e *decodeError) Error() string {
-	if e.line > 0 {
-		return fmt.Sprintf("line %d: %s", e.line, e.msg)
-	}
-	return e.msg
-}
+// fatalError is an error that stops yaml.v3's decoder at once.
+type fatalError struct{ msg string }
 
-func errAt(n *yaml.Node, format string, args ...any) error {
-	return &decodeError{line: n.Line, msg: fmt.Sprintf(format, args...)}
-}
+func (e *fatalError) Error() string { return "yaml: " + e.msg }
+
+func fatal(format string, args ...any) error { return &fatalError{msg: fmt.Sprintf(format, args...)} }
 
 // decodeConfig reads queues.yaml as core's ParseAndValidateConfig decodes
 // it: the first document only, strict about keys and types; an empty text
-// is an empty configuration.
+// is an empty configuration. Its errors are yaml.v3's, word for word.
 func decodeConfig(data []byte) (*schedulerConfig, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &decodeError{msg: err.Error()}
+		return nil, err
 	}
 	conf := &schedulerConfig{}
-	d := &decoder{}
 	if doc.Kind == 0 {
 		return conf, nil
 	}
+	d := &decoder{expanding: map[*yaml.Node]bool{}}
 	root := &doc
 	if root.Kind == yaml.DocumentNode {
-		if len(root.Content) == 0 {
+		if err := d.count(); err != nil {
+			return nil, err
+		}
+		if len(root.Content) != 1 {
 			return conf, nil
 		}
 		root = root.Content[0]
@@ -87,11 +104,9 @@ func decodeConfig(data []byte) (*schedulerConfig, error) {
 	err := d.decodeStruct(root, "configs.SchedulerConfig", func(key string, v *yaml.Node) (bool, error) {
 		switch key {
 		case "partitions":
-			return true, d.decodeSeq(v, func(item *yaml.Node) error {
+			return true, d.decodeSeq(v, "[]configs.PartitionConfig", func(item *yaml.Node) error {
 				p, err := d.decodePartition(item)
-				if err == nil {
-					conf.partitions = append(conf.partitions, p)
-				}
+				conf.partitions = append(conf.partitions, p)
 				return err
 			})
 		case "checksum":
@@ -102,6 +117,9 @@ func decodeConfig(data []byte) (*schedulerConfig, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(d.terrors) > 0 {
+		return nil, &typeError{errors: d.terrors}
 	}
 	return conf, nil
 }
@@ -115,19 +133,15 @@ func (d *decoder) decodePartition(n *yaml.Node) (partitionConfig, error) {
 			p.name, err = d.decodeString(v)
 		case "queues":
 			p.hasQueue = !isNull(v)
-			err = d.decodeSeq(v, func(item *yaml.Node) error {
+			err = d.decodeSeq(v, "[]configs.QueueConfig", func(item *yaml.Node) error {
 				q, err := d.decodeQueue(item)
-				if err == nil {
-					p.queues = append(p.queues, q)
-				}
+				p.queues = append(p.queues, q)
 				return err
 			})
 		case "placementrules":
-			err = d.decodeSeq(v, func(item *yaml.Node) error {
+			err = d.decodeSeq(v, "[]configs.PlacementRule", func(item *yaml.Node) error {
 				r, err := d.decodeRule(item)
-				if err == nil {
-					p.rules = append(p.rules, r)
-				}
+				p.rules = append(p.rules, r)
 				return err
 			})
 		case "usergroupresolver":
@@ -140,7 +154,7 @@ func (d *decoder) decodePartition(n *yaml.Node) (partitionConfig, error) {
 				return true, err
 			})
 		case "limits":
-			err = d.decodeSeq(v, d.decodeLimit)
+			p.limits, err = d.decodeLimits(v)
 		case "preemption":
 			err = d.decodeStruct(v, "configs.PartitionPreemptionConfig", func(key string, v *yaml.Node) (bool, error) {
 				switch key {
@@ -152,14 +166,25 @@ func (d *decoder) decodePartition(n *yaml.Node) (partitionConfig, error) {
 			})
 		case "nodesortpolicy":
 			err = d.decodeStruct(v, "configs.NodeSortingPolicy", func(key string, v *yaml.Node) (bool, error) {
+				var err error
 				switch key {
 				case "type":
-					_, err := d.decodeString(v)
-					return true, err
+					p.nodeSort, err = d.decodeString(v)
 				case "resourceweights":
-					return true, d.decodeMap(v, func(v *yaml.Node) error { _, err := d.decodeFloat(v); return err })
+					err = d.decodeMap(v, "map[string]float64", func(k string, v *yaml.Node) (bool, error) {
+						f, ok, err := d.decodeFloat(v)
+						if ok {
+							if p.weights == nil {
+								p.weights = map[string]float64{}
+							}
+							p.weights[k] = f
+						}
+						return ok, err
+					})
+				default:
+					return false, nil
 				}
-				return false, nil
+				return true, err
 			})
 		default:
 			return false, nil
@@ -179,11 +204,11 @@ func (d *decoder) decodeQueue(n *yaml.Node) (queueConfig, error) {
 		case "parent":
 			q.parent, err = d.decodeBool(v)
 		case "resources":
-			q.hasResources, err = d.decodeResources(v)
+			q.guaranteed, q.max, err = d.decodeResources(v)
 		case "maxapplications":
-			_, err = d.decodeUint(v)
+			q.maxApps, err = d.decodeUint(v)
 		case "properties":
-			err = d.decodeStringMap(v)
+			_, err = d.decodeStringMap(v)
 		case "adminacl":
 			q.adminACL, err = d.decodeString(v)
 		case "submitacl":
@@ -195,24 +220,22 @@ func (d *decoder) decodeQueue(n *yaml.Node) (queueConfig, error) {
 				case "maxapplications":
 					_, err = d.decodeUint(v)
 				case "properties":
-					err = d.decodeStringMap(v)
+					_, err = d.decodeStringMap(v)
 				case "resources":
-					_, err = d.decodeResources(v)
+					_, _, err = d.decodeResources(v)
 				default:
 					return false, nil
 				}
 				return true, err
 			})
 		case "queues":
-			err = d.decodeSeq(v, func(item *yaml.Node) error {
+			err = d.decodeSeq(v, "[]configs.QueueConfig", func(item *yaml.Node) error {
 				c, err := d.decodeQueue(item)
-				if err == nil {
-					q.queues = append(q.queues, c)
-				}
+				q.queues = append(q.queues, c)
 				return err
 			})
 		case "limits":
-			err = d.decodeSeq(v, d.decodeLimit)
+			q.limits, err = d.decodeLimits(v)
 		default:
 			return false, nil
 		}
@@ -221,40 +244,52 @@ func (d *decoder) decodeQueue(n *yaml.Node) (queueConfig, error) {
 	return q, err
 }
 
-// d.decodeResources reads a Resources object and reports whether guaranteed
-// or max is set (core's root queue may have neither).
-func (d *decoder) decodeResources(n *yaml.Node) (bool, error) {
-	set := false
-	err := d.decodeStruct(n, "configs.Resources", func(key string, v *yaml.Node) (bool, error) {
-		switch key {
-		case "guaranteed", "max":
-			if !isNull(v) {
-				set = true
-			}
-			return true, d.decodeStringMap(v)
-		}
-		return false, nil
-	})
-	return set, err
-}
-
-func (d *decoder) decodeLimit(n *yaml.Node) error {
-	return d.decodeStruct(n, "configs.Limit", func(key string, v *yaml.Node) (bool, error) {
+// decodeResources reads a Resources object: its guaranteed and max maps.
+func (d *decoder) decodeResources(n *yaml.Node) (guaranteed, max map[string]string, err error) {
+	err = d.decodeStruct(n, "configs.Resources", func(key string, v *yaml.Node) (bool, error) {
 		var err error
 		switch key {
-		case "limit":
-			_, err = d.decodeString(v)
-		case "users", "groups":
-			_, err = d.decodeStrings(v)
-		case "maxresources":
-			err = d.decodeStringMap(v)
-		case "maxapplications":
-			_, err = d.decodeUint(v)
+		case "guaranteed":
+			guaranteed, err = d.decodeStringMap(v)
+		case "max":
+			max, err = d.decodeStringMap(v)
 		default:
 			return false, nil
 		}
 		return true, err
 	})
+	return guaranteed, max, err
+}
+
+func (d *decoder) decodeLimits(n *yaml.Node) ([]limitConfig, error) {
+	var out []limitConfig
+	err := d.decodeSeq(n, "[]configs.Limit", func(item *yaml.Node) error {
+		var l limitConfig
+		err := d.decodeStruct(item, "configs.Limit", func(key string, v *yaml.Node) (bool, error) {
+			var err error
+			switch key {
+			case "limit":
+				l.limit, err = d.decodeString(v)
+			case "users":
+				l.users, err = d.decodeStrings(v)
+			case "groups":
+				l.groups, err = d.decodeStrings(v)
+			case "maxresources":
+				l.maxResources, err = d.decodeStringMap(v)
+			case "maxapplications":
+				l.maxApps, err = d.decodeUint(v)
+			default:
+				return false, nil
+			}
+			return true, err
+		})
+		out = append(out, l)
+		return err
+	})
+	if out == nil && err == nil && isSeq(n) {
+		out = []limitConfig{}
+	}
+	return out, err
 }
 
 func (d *decoder) decodeRule(n *yaml.Node) (ruleConfig, error) {
@@ -271,7 +306,7 @@ func (d *decoder) decodeRule(n *yaml.Node) (ruleConfig, error) {
 		case "parent":
 			if isNull(v) {
 				r.parent = nil
-				return true, nil
+				return true, d.visit(v, func(*yaml.Node) error { return nil })
 			}
 			var p ruleConfig
 			p, err = d.decodeRule(v)
@@ -312,302 +347,396 @@ func isNull(n *yaml.Node) bool {
 	return n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null")
 }
 
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "!!map"
-	case yaml.SequenceNode:
-		return "!!seq"
-	}
-	return n.ShortTag()
+func isSeq(n *yaml.Node) bool {
+	n = deref(n)
+	return n != nil && n.Kind == yaml.SequenceNode
 }
 
-// d.decodeStruct walks a mapping as yaml.v3 decodes a struct with
-// KnownFields: field calls f for each key; a key f does not know is an
-// error, as is a key given twice. "<<" merges other mappings in, keys
-// written here winning. null is the zero value.
-func (d *decoder) decodeStruct(n *yaml.Node, typeName string, field func(key string, v *yaml.Node) (bool, error)) error {
-	if err := d.count(n); err != nil {
+// decoder walks the node tree as yaml.v3's decoder walks it into
+// core's structs: problems of type and of unknown or repeated keys are
+// collected (terrors) and decoding goes on, as there; aliasing beyond
+// yaml.v3's bounds, an anchor holding itself and a bad merge stop it.
+type decoder struct {
+	decodes, aliased, aliasDepth int
+	terrors                      []string
+	expanding                    map[*yaml.Node]bool // aliases being expanded
+	mergedFields                 map[string]bool     // keys a merge may no longer set
+}
+
+// visit is one decode of n (yaml.v3's unmarshal): counted, and followed
+// through an alias, counting again, to the node f decodes.
+func (d *decoder) visit(n *yaml.Node, f func(n *yaml.Node) error) error {
+	if err := d.count(); err != nil {
 		return err
 	}
-	if n != nil && n.Kind == yaml.AliasNode {
-		d.aliasDepth++
-		defer func() { d.aliasDepth-- }()
+	if n.Kind != yaml.AliasNode {
+		return f(n)
 	}
-	n = deref(n)
-	if isNull(n) {
+	if d.expanding[n] {
+		return fatal("anchor '%s' value contains itself", n.Value)
+	}
+	d.expanding[n] = true
+	d.aliasDepth++
+	err := d.visit(n.Alias, f)
+	d.aliasDepth--
+	delete(d.expanding, n)
+	return err
+}
+
+// terror records yaml.v3's "cannot unmarshal" for n decoded into typeName.
+func (d *decoder) terror(n *yaml.Node, typeName string) {
+	tag := n.ShortTag()
+	value := ""
+	if tag != "!!seq" && tag != "!!map" {
+		value = n.Value
+		if len(value) > 10 {
+			value = " `" + value[:7] + "...`"
+		} else {
+			value = " `" + value + "`"
+		}
+	}
+	d.terrors = append(d.terrors, fmt.Sprintf("line %d: cannot unmarshal %s%s into %s", n.Line, tag, value, typeName))
+}
+
+// duplicateKeys records yaml.v3's check of a mapping's keys, made before
+// the mapping is decoded into anything; true when it found some (the
+// mapping is then not decoded).
+func (d *decoder) duplicateKeys(n *yaml.Node) bool {
+	before := len(d.terrors)
+	for i := 0; i < len(n.Content); i += 2 {
+		ni := n.Content[i]
+		for j := i + 2; j < len(n.Content); j += 2 {
+			nj := n.Content[j]
+			if ni.Kind == nj.Kind && ni.Value == nj.Value {
+				d.terrors = append(d.terrors, fmt.Sprintf("line %d: mapping key %q already defined at line %d", nj.Line, nj.Value, ni.Line))
+			}
+		}
+	}
+	return len(d.terrors) > before
+}
+
+// wrong records n (not null) decoded into a typeName it does not fit.
+func (d *decoder) wrong(n *yaml.Node, typeName string) {
+	if n.Kind == yaml.MappingNode && d.duplicateKeys(n) {
+		return
+	}
+	d.terror(n, typeName)
+}
+
+// decodeKey decodes a mapping key into a string: ok is false when the
+// pair is skipped (a null key, silently; a mapping or sequence, with a
+// type error).
+func (d *decoder) decodeKey(n *yaml.Node) (key string, ok bool, err error) {
+	err = d.visit(n, func(n *yaml.Node) error {
+		switch {
+		case isNull(n):
+		case n.Kind == yaml.ScalarNode:
+			key, ok = n.Value, true
+		default:
+			d.wrong(n, "string")
+		}
+		return nil
+	})
+	return key, ok, err
+}
+
+// decodeMapping decodes a mapping into a struct or a map: value is called
+// with each key in order; then a merge ("<<"), whose keys set only what
+// the mapping itself did not, is decoded with again.
+func (d *decoder) decodeMapping(n *yaml.Node, value func(key string, keyNode, v *yaml.Node) error, again func(*yaml.Node) error) error {
+	if d.duplicateKeys(n) {
 		return nil
 	}
-	if n.Kind != yaml.MappingNode {
-		return errAt(n, "cannot unmarshal %s into %s", kindName(n), typeName)
-	}
-	pairs, err := mappingPairs(n)
-	if err != nil {
-		return err
-	}
-	for _, p := range pairs {
-		known, err := field(p.key, p.value)
+	merged := d.mergedFields
+	d.mergedFields = nil
+	var mergeNode *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		ni := n.Content[i]
+		if isMerge(ni) {
+			mergeNode = n.Content[i+1]
+			continue
+		}
+		key, ok, err := d.decodeKey(ni)
 		if err != nil {
 			return err
 		}
-		if !known {
-			return errAt(p.keyNode, "field %s not found in type %s", p.key, typeName)
-		}
-	}
-	return nil
-}
-
-type pair struct {
-	key     string
-	keyNode *yaml.Node
-	value   *yaml.Node
-}
-
-// mappingPairs lists a mapping's pairs with merges applied.
-func mappingPairs(n *yaml.Node) ([]pair, error) {
-	var own, merged []pair
-	seen := map[string]int{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := deref(n.Content[i]), n.Content[i+1]
-		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-			var sources []*yaml.Node
-			switch dv := deref(v); dv.Kind {
-			case yaml.MappingNode:
-				sources = []*yaml.Node{dv}
-			case yaml.SequenceNode:
-				for _, s := range dv.Content {
-					sources = append(sources, deref(s))
-				}
-			default:
-				return nil, errAt(v, "map merge requires map or sequence of maps as the value")
-			}
-			for _, s := range sources {
-				if s.Kind != yaml.MappingNode {
-					return nil, errAt(s, "map merge requires map or sequence of maps as the value")
-				}
-				sp, err := mappingPairs(s)
-				if err != nil {
-					return nil, err
-				}
-				merged = append(merged, sp...)
-			}
+		if !ok {
 			continue
 		}
-		if k.Kind != yaml.ScalarNode {
-			return nil, errAt(k, "cannot unmarshal %s into a field name", kindName(k))
+		if merged != nil {
+			if merged[key] {
+				continue
+			}
+			merged[key] = true
 		}
-		if line, dup := seen[k.Value]; dup {
-			return nil, errAt(k, "mapping key %q already defined at line %d", k.Value, line)
-		}
-		seen[k.Value] = k.Line
-		own = append(own, pair{key: k.Value, keyNode: k, value: v})
-	}
-	out := make([]pair, 0, len(own)+len(merged))
-	for _, m := range merged {
-		if _, overridden := seen[m.key]; !overridden {
-			seen[m.key] = m.keyNode.Line
-			out = append(out, m)
-		}
-	}
-	return append(out, own...), nil
-}
-
-func (d *decoder) decodeSeq(n *yaml.Node, item func(*yaml.Node) error) error {
-	if err := d.count(n); err != nil {
-		return err
-	}
-	if n != nil && n.Kind == yaml.AliasNode {
-		d.aliasDepth++
-		defer func() { d.aliasDepth-- }()
-	}
-	n = deref(n)
-	if isNull(n) {
-		return nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		return errAt(n, "cannot unmarshal %s into a list", kindName(n))
-	}
-	for _, c := range n.Content {
-		if err := item(c); err != nil {
+		if err := value(key, ni, n.Content[i+1]); err != nil {
 			return err
 		}
+	}
+	d.mergedFields = merged
+	if mergeNode != nil {
+		return d.merge(n, mergeNode, again)
 	}
 	return nil
 }
 
-func (d *decoder) decodeMap(n *yaml.Node, value func(*yaml.Node) error) error {
-	if err := d.count(n); err != nil {
-		return err
-	}
-	if n != nil && n.Kind == yaml.AliasNode {
-		d.aliasDepth++
-		defer func() { d.aliasDepth-- }()
-	}
-	n = deref(n)
-	if isNull(n) {
-		return nil
-	}
-	if n.Kind != yaml.MappingNode {
-		return errAt(n, "cannot unmarshal %s into a map", kindName(n))
-	}
-	pairs, err := mappingPairs(n)
-	if err != nil {
-		return err
-	}
-	for _, p := range pairs {
-		if err := value(p.value); err != nil {
-			return err
+// merge is yaml.v3's merge: the parent's own keys win over the merged
+// mappings', and the first merged mapping over the later ones.
+func (d *decoder) merge(parent, merge *yaml.Node, again func(*yaml.Node) error) error {
+	outer := d.mergedFields
+	if outer == nil {
+		d.mergedFields = map[string]bool{}
+		for i := 0; i < len(parent.Content); i += 2 {
+			if err := d.count(); err != nil {
+				return err
+			}
+			if k := deref(parent.Content[i]); k.Kind == yaml.ScalarNode && !isNull(k) {
+				d.mergedFields[k.Value] = true
+			}
 		}
 	}
-	return nil
+	const wantMap = "map merge requires map or sequence of maps as the value"
+	var err error
+	switch merge.Kind {
+	case yaml.MappingNode:
+		err = again(merge)
+	case yaml.AliasNode:
+		if merge.Alias != nil && merge.Alias.Kind != yaml.MappingNode {
+			return fatal(wantMap)
+		}
+		err = again(merge)
+	case yaml.SequenceNode:
+		for _, ni := range merge.Content {
+			if ni.Kind == yaml.AliasNode {
+				if ni.Alias != nil && ni.Alias.Kind != yaml.MappingNode {
+					return fatal(wantMap)
+				}
+			} else if ni.Kind != yaml.MappingNode {
+				return fatal(wantMap)
+			}
+			if err = again(ni); err != nil {
+				break
+			}
+		}
+	default:
+		return fatal(wantMap)
+	}
+	d.mergedFields = outer
+	return err
 }
 
-// d.decodeString: any scalar gives its text, as yaml.v3 sets a string field;
-// null gives "".
-func (d *decoder) decodeString(n *yaml.Node) (string, error) {
-	if err := d.count(n); err != nil {
-		return "", err
-	}
-	if n != nil && n.Kind == yaml.AliasNode {
-		d.aliasDepth++
-		defer func() { d.aliasDepth-- }()
-	}
-	n = deref(n)
-	if isNull(n) {
-		return "", nil
-	}
-	if n.Kind != yaml.ScalarNode {
-		return "", errAt(n, "cannot unmarshal %s into string", kindName(n))
-	}
-	return n.Value, nil
+func isMerge(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Value == "<<" && (n.Tag == "" || n.Tag == "!" || n.ShortTag() == "!!merge")
 }
 
-// decodeStringMap checks a map of strings (properties, resource
-// quantities), whose values placement does not use.
-func (d *decoder) decodeStringMap(n *yaml.Node) error {
-	return d.decodeMap(n, func(v *yaml.Node) error { _, err := d.decodeString(v); return err })
+// decodeStruct decodes n into the struct typeName: field is called with
+// each key and reports whether the struct has it; a key it does not have
+// is an error (KnownFields). null is the zero value.
+func (d *decoder) decodeStruct(n *yaml.Node, typeName string, field func(key string, v *yaml.Node) (bool, error)) error {
+	var again func(*yaml.Node) error
+	again = func(n *yaml.Node) error {
+		return d.visit(n, func(n *yaml.Node) error {
+			switch {
+			case isNull(n):
+				return nil
+			case n.Kind != yaml.MappingNode:
+				d.wrong(n, typeName)
+				return nil
+			}
+			return d.decodeMapping(n, func(key string, keyNode, v *yaml.Node) error {
+				known, err := field(key, v)
+				if err == nil && !known {
+					d.terrors = append(d.terrors, fmt.Sprintf("line %d: field %s not found in type %s", keyNode.Line, key, typeName))
+				}
+				return err
+			}, again)
+		})
+	}
+	return again(n)
 }
 
+// decodeSeq decodes n into the list typeName, item for item.
+func (d *decoder) decodeSeq(n *yaml.Node, typeName string, item func(*yaml.Node) error) error {
+	return d.visit(n, func(n *yaml.Node) error {
+		switch {
+		case isNull(n):
+			return nil
+		case n.Kind != yaml.SequenceNode:
+			d.wrong(n, typeName)
+			return nil
+		}
+		for _, c := range n.Content {
+			if err := item(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// decodeMap decodes n into the map typeName; value decodes one value and
+// reports whether it was set.
+func (d *decoder) decodeMap(n *yaml.Node, typeName string, value func(key string, v *yaml.Node) (bool, error)) error {
+	var again func(*yaml.Node) error
+	again = func(n *yaml.Node) error {
+		return d.visit(n, func(n *yaml.Node) error {
+			switch {
+			case isNull(n):
+				return nil
+			case n.Kind != yaml.MappingNode:
+				d.wrong(n, typeName)
+				return nil
+			}
+			return d.decodeMapping(n, func(key string, _, v *yaml.Node) error {
+				_, err := value(key, v)
+				return err
+			}, again)
+		})
+	}
+	return again(n)
+}
+
+// decodeStringMap decodes a map of strings (properties, resource
+// quantities): nil when null or absent, else a map, empty if need be.
+func (d *decoder) decodeStringMap(n *yaml.Node) (map[string]string, error) {
+	var out map[string]string
+	if deref(n) != nil && deref(n).Kind == yaml.MappingNode {
+		out = map[string]string{}
+	}
+	err := d.decodeMap(n, "map[string]string", func(k string, v *yaml.Node) (bool, error) {
+		s, ok, err := d.decodeStringOK(v)
+		if ok || isNull(v) {
+			if _, set := out[k]; !set || ok {
+				out[k] = s
+			}
+		}
+		return ok, err
+	})
+	return out, err
+}
+
+// decodeStrings decodes a list of strings: nil when null, else a list
+// (null items are "", as yaml.v3 keeps them).
 func (d *decoder) decodeStrings(n *yaml.Node) ([]string, error) {
 	var out []string
-	err := d.decodeSeq(n, func(item *yaml.Node) error {
-		s, err := d.decodeString(item)
-		out = append(out, s)
+	if isSeq(n) {
+		out = []string{}
+	}
+	err := d.decodeSeq(n, "[]string", func(item *yaml.Node) error {
+		s, ok, err := d.decodeStringOK(item)
+		if ok || isNull(item) {
+			out = append(out, s)
+		}
 		return err
 	})
 	return out, err
 }
 
-// d.decodeBool accepts YAML 1.2 booleans, and the YAML 1.1 words yaml.v3
+// decodeString: any scalar gives its text, as yaml.v3 sets a string
+// field; null gives "".
+func (d *decoder) decodeString(n *yaml.Node) (string, error) {
+	s, _, err := d.decodeStringOK(n)
+	return s, err
+}
+
+func (d *decoder) decodeStringOK(n *yaml.Node) (s string, ok bool, err error) {
+	err = d.visit(n, func(n *yaml.Node) error {
+		switch {
+		case isNull(n):
+		case n.Kind == yaml.ScalarNode:
+			s, ok = n.Value, true
+		default:
+			d.wrong(n, "string")
+		}
+		return nil
+	})
+	return s, ok, err
+}
+
+// decodeBool accepts YAML 1.2 booleans, and the YAML 1.1 words yaml.v3
 // accepts for a bool field (yes, on, n, ...); anything else is an error.
-func (d *decoder) decodeBool(n *yaml.Node) (bool, error) {
-	if err := d.count(n); err != nil {
-		return false, err
-	}
-	if n != nil && n.Kind == yaml.AliasNode {
-		d.aliasDepth++
-		defer func() { d.aliasDepth-- }()
-	}
-	n = deref(n)
-	if isNull(n) {
-		return false, nil
-	}
-	if n.Kind == yaml.ScalarNode {
-		switch n.ShortTag() {
-		case "!!bool":
-			switch n.Value {
-			case "true", "True", "TRUE":
-				return true, nil
-			case "false", "False", "FALSE":
-				return false, nil
-			}
-		case "!!str":
-			switch n.Value {
-			case "y", "Y", "yes", "Yes", "YES", "on", "On", "ON":
-				return true, nil
-			case "n", "N", "no", "No", "NO", "off", "Off", "OFF":
-				return false, nil
+func (d *decoder) decodeBool(n *yaml.Node) (b bool, err error) {
+	err = d.visit(n, func(n *yaml.Node) error {
+		if isNull(n) {
+			return nil
+		}
+		if n.Kind == yaml.ScalarNode {
+			switch n.ShortTag() {
+			case "!!bool":
+				switch n.Value {
+				case "true", "True", "TRUE":
+					b = true
+					return nil
+				case "false", "False", "FALSE":
+					return nil
+				}
+			case "!!str":
+				switch n.Value {
+				case "y", "Y", "yes", "Yes", "YES", "on", "On", "ON":
+					b = true
+					return nil
+				case "n", "N", "no", "No", "NO", "off", "Off", "OFF":
+					return nil
+				}
 			}
 		}
-	}
-	return false, errAt(n, "cannot unmarshal %s `%s` into bool", kindName(n), n.Value)
+		d.wrong(n, "bool")
+		return nil
+	})
+	return b, err
 }
 
-// d.decodeUint accepts what yaml.v3 puts in a uint64: a non-negative
+// decodeUint accepts what yaml.v3 puts in a uint64: a non-negative
 // integer (decimal, 0x, 0o, 0b, underscores) or a float with no fraction.
-func (d *decoder) decodeUint(n *yaml.Node) (uint64, error) {
-	if err := d.count(n); err != nil {
-		return 0, err
-	}
-	if n != nil && n.Kind == yaml.AliasNode {
-		d.aliasDepth++
-		defer func() { d.aliasDepth-- }()
-	}
-	n = deref(n)
-	if isNull(n) {
-		return 0, nil
-	}
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" {
-		var v uint64
-		if err := n.Decode(&v); err == nil {
-			return v, nil
+func (d *decoder) decodeUint(n *yaml.Node) (v uint64, err error) {
+	err = d.visit(n, func(n *yaml.Node) error {
+		if isNull(n) {
+			return nil
 		}
-	}
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
-		var v uint64
-		if err := n.Decode(&v); err == nil {
-			return v, nil
+		if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") {
+			if n.Decode(&v) == nil {
+				return nil
+			}
 		}
-	}
-	return 0, errAt(n, "cannot unmarshal %s `%s` into uint64", kindName(n), n.Value)
+		d.wrong(n, "uint64")
+		return nil
+	})
+	return v, err
 }
 
-func (d *decoder) decodeFloat(n *yaml.Node) (float64, error) {
-	if err := d.count(n); err != nil {
-		return 0, err
-	}
-	if n != nil && n.Kind == yaml.AliasNode {
-		d.aliasDepth++
-		defer func() { d.aliasDepth-- }()
-	}
-	n = deref(n)
-	if isNull(n) {
-		return 0, nil
-	}
-	var v float64
-	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") {
-		if err := n.Decode(&v); err == nil {
-			return v, nil
+func (d *decoder) decodeFloat(n *yaml.Node) (v float64, ok bool, err error) {
+	err = d.visit(n, func(n *yaml.Node) error {
+		if isNull(n) {
+			return nil
 		}
-	}
-	return 0, errAt(n, "cannot unmarshal %s `%s` into float64", kindName(n), n.Value)
+		if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") {
+			if n.Decode(&v) == nil {
+				ok = true
+				return nil
+			}
+		}
+		d.wrong(n, "float64")
+		return nil
+	})
+	return v, ok, err
 }
 
 // lower is strings.ToLower, named for what core does with queue names.
 func lower(s string) string { return strings.ToLower(s) }
 
-// decoder counts what it decodes as yaml.v3's decoder does, so that a
-// document built to expand through aliases (each alias of an alias
-// doubling the work) is refused as the core refuses it, instead of being
-// walked for as long as it takes.
-type decoder struct {
-	decodes, aliased, aliasDepth int
-}
-
-// count is yaml.v3's excessive-aliasing rule: past 1,000 decodes and 100
-// made inside aliases, the share made inside aliases may not exceed 99%
-// (up to 400,000 decodes), falling to 10% at 4,000,000.
-func (d *decoder) count(n *yaml.Node) error {
+// count is yaml.v3's excessive-aliasing rule, made at every decode: past
+// 1,000 decodes and 100 made inside aliases, the share made inside
+// aliases may not exceed 99% (up to 400,000 decodes), falling to 10% at
+// 4,000,000. A document built to expand through aliases (each alias of
+// an alias doubling the work) is refused as the core refuses it, instead
+// of being walked for as long as it takes.
+func (d *decoder) count() error {
 	d.decodes++
 	if d.aliasDepth > 0 {
 		d.aliased++
 	}
 	if d.aliased > 100 && d.decodes > 1000 && float64(d.aliased)/float64(d.decodes) > allowedAliasRatio(d.decodes) {
-		line := 0
-		if n != nil {
-			line = n.Line
-		}
-		return &decodeError{line: line, msg: "document contains excessive aliasing"}
+		return fatal("document contains excessive aliasing")
 	}
 	return nil
 }

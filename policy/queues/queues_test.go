@@ -116,11 +116,11 @@ func TestPlace(t *testing.T) {
 func TestParse_refused(t *testing.T) {
 	for text, want := range map[string]string{
 		"partitions: [{name: default}]":                                                        "partition default: queue config is not set",
-		"partitions: [{name: default, placementRules: []}]":                                    "line 1: field placementRules not found in type configs.PartitionConfig",
+		"partitions: [{name: default, placementRules: []}]":                                    "yaml: unmarshal errors:\n  line 1: field placementRules not found in type configs.PartitionConfig",
 		"partitions: [{queues: [{name: root, submitacl: 'a b c'}]}]":                           "partition default: multiple spaces found in ACL: 'a b c'",
 		"partitions: [{queues: [{name: root, submitacl: 'a  b'}]}]":                            "partition default: queue root: multiple spaces found in ACL: 'a  b'",
 		"partitions: [{queues: [{name: root, queues: [{name: a.b}]}]}]":                        "partition default: " + errInvalidQueueName.Error(),
-		"partitions: [{queues: [{name: root, parent: 'true'}]}]":                               "line 1: cannot unmarshal !!str `true` into bool",
+		"partitions: [{queues: [{name: root, parent: 'true'}]}]":                               "yaml: unmarshal errors:\n  line 1: cannot unmarshal !!str `true` into bool",
 		"partitions: [{queues: [{name: root, queues: [{name: a}, {name: A}]}]}]":               "partition default: duplicate child name found with name 'A', level 1",
 		"partitions: [{queues: [{name: root}], placementrules: [{name: fixed, value: nope}]}]": "partition default: placement rule no. #0 (fixed) references non-existing queues (root.nope) and create is 'false'",
 	} {

@@ -89,6 +89,7 @@ type request struct {
 	namespace   string
 	object      runtime.Object
 	oldObject   runtime.Object
+	name        string // "sample" when empty
 }
 
 // called returns the names of the webhooks the API server would call for
@@ -100,6 +101,9 @@ type request struct {
 func called(t *testing.T, hooks []admissionregistrationv1.MutatingWebhook, r request) []string {
 	t.Helper()
 	name := "sample"
+	if r.name != "" {
+		name = r.name
+	}
 	attr := admission.NewAttributesRecord(r.object, r.oldObject, r.kind, r.namespace, name, r.resource, r.subresource,
 		r.operation, nil, false, &user.DefaultInfo{Name: "alice", Groups: []string{"devs", "system:authenticated"}})
 	versioned := &admission.VersionedAttributes{Attributes: attr, VersionedObject: r.object, VersionedOldObject: r.oldObject, VersionedKind: r.kind}

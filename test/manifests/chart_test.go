@@ -156,6 +156,24 @@ const queueCheckDir = "deploy/webhook/queue-check/"
 // schedulingDir holds the RBAC objects the chart renders with scheduling.
 const schedulingDir = "deploy/webhook/scheduling/"
 
+// configValidationDirs hold the objects the chart renders with
+// configValidation: the ConfigMap webhook and its RBAC (standalone), the
+// ConfigMap policy (Kubewarden).
+const (
+	configValidationDir   = "deploy/webhook/config-validation/"
+	configValidationKWDir = "deploy/kubewarden/config-validation/"
+)
+
+// configValidationObject reports whether a rendered object is one only
+// configValidation renders.
+func configValidationObject(m manifest) bool {
+	name := ""
+	if meta, ok := m.obj.(metav1.Object); ok {
+		name = meta.GetName()
+	}
+	return strings.HasSuffix(name, "-config-validation") || strings.HasSuffix(name, "-yunikorn-config-reader")
+}
+
 // TestChart_renderingIsDeploy: deploy/ is the chart's rendering with the
 // default values (release and namespace yunikorn-userinfo), object for
 // object, field for field, but for the labels Helm adds; and
@@ -166,19 +184,29 @@ func TestChart_renderingIsDeploy(t *testing.T) {
 		"deploy/webhook/": nil,
 		"deploy/kubewarden/": {"mode": "kubewarden",
 			"kubewarden": map[string]any{"policyServer": map[string]any{"create": false, "name": "default"}}},
-		trustRBACDir:  {"settings": map[string]any{"trustRBAC": true}},
-		queueCheckDir: {"settings": map[string]any{"queueCheck": "warn"}},
-		schedulingDir: {"settings": map[string]any{"scheduling": map[string]any{}}},
+		trustRBACDir:        {"settings": map[string]any{"trustRBAC": true}},
+		queueCheckDir:       {"settings": map[string]any{"queueCheck": "warn"}},
+		schedulingDir:       {"settings": map[string]any{"scheduling": map[string]any{}}},
+		configValidationDir: {"settings": map[string]any{"configValidation": "enforce"}},
+		configValidationKWDir: {"mode": "kubewarden", "settings": map[string]any{"configValidation": "enforce"},
+			"kubewarden": map[string]any{"policyServer": map[string]any{"create": false, "name": "default"}}},
 	} {
 		rendered := mustRender(t, values, webhookNamespace, webhookNamespace)
 		deployed := deployUnder(t, dir)
-		if dir == trustRBACDir || dir == queueCheckDir || dir == schedulingDir {
+		switch dir {
+		case trustRBACDir, queueCheckDir, schedulingDir:
 			// Only the RBAC objects: the rest is deploy/webhook with the
 			// edits their comments name.
 			rendered = slices.DeleteFunc(rendered, func(m manifest) bool { return m.gvk.Group != rbacv1.GroupName })
-		} else {
+		case configValidationDir, configValidationKWDir:
+			// Only what configValidation adds (the Kubewarden policy's
+			// account is not the chart's there).
+			rendered = slices.DeleteFunc(rendered, func(m manifest) bool { return !configValidationObject(m) })
+		default:
 			deployed = slices.DeleteFunc(deployed, func(m manifest) bool {
-				return strings.HasPrefix(m.path, trustRBACDir) || strings.HasPrefix(m.path, queueCheckDir) || strings.HasPrefix(m.path, schedulingDir)
+				return strings.HasPrefix(m.path, trustRBACDir) || strings.HasPrefix(m.path, queueCheckDir) ||
+					strings.HasPrefix(m.path, schedulingDir) ||
+					strings.HasPrefix(m.path, configValidationDir) || strings.HasPrefix(m.path, configValidationKWDir)
 			})
 		}
 		got := byKey(t, rendered)
@@ -224,6 +252,11 @@ var chartMatrix = []struct {
 	{name: "kubewarden with trustRBAC", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden\nsettings: {trustRBAC: true}"},
 	{name: "queueCheck", release: "uinfo", namespace: "platform", values: "settings: {queueCheck: {mode: enforce, namespace: yk}}"},
 	{name: "kubewarden with queueCheck", release: "yunikorn-userinfo", namespace: "kubewarden", values: "mode: kubewarden\nsettings: {queueCheck: warn}"},
+	{name: "configValidation", release: "uinfo", namespace: "platform", values: "settings: {configValidation: {mode: enforce, namespace: yk}}"},
+	{name: "configValidation and queueCheck, no twin, Ignore", release: "yunikorn-userinfo", namespace: "yunikorn-userinfo",
+		values: "validatingTwin: false\nfailurePolicy: Ignore\nsettings: {configValidation: warn, queueCheck: warn}"},
+	{name: "kubewarden with configValidation", release: "yunikorn-userinfo", namespace: "kubewarden",
+		values: "mode: kubewarden\nsettings: {configValidation: {mode: warn, namespace: yk}}"},
 	{name: "kubewarden without twin, monitor", release: "yunikorn-userinfo", namespace: "kubewarden",
 		values: "mode: kubewarden\nvalidatingTwin: false\nkubewarden: {policyMode: monitor}"},
 	{name: "monitor, recordedGroups", release: "yunikorn-userinfo", namespace: "yunikorn-userinfo",
@@ -246,6 +279,7 @@ func TestChart_matrix(t *testing.T) {
 			var values map[string]any
 			require.NoError(t, yaml.Unmarshal([]byte(tc.values), &values))
 			ms := mustRender(t, values, tc.release, tc.namespace)
+			ms = checkConfigValidation(t, ms, values, tc.namespace)
 			var (
 				mwcs    []*admissionregistrationv1.MutatingWebhookConfiguration
 				vwcs    []*admissionregistrationv1.ValidatingWebhookConfiguration
@@ -307,6 +341,92 @@ func TestChart_matrix(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkConfigValidation checks what configValidation renders, and returns
+// the other objects: with it on, exactly one ConfigMap webhook (standalone)
+// or policy (Kubewarden), for configmaps CREATE and UPDATE only, limited to
+// YuniKorn's namespace by its selector and to the two names by a match
+// condition that compiles, failing as the policy's other webhooks fail;
+// with it off, neither.
+func checkConfigValidation(t *testing.T, ms []manifest, values map[string]any, namespace string) []manifest {
+	t.Helper()
+	ykNS := ""
+	switch c := values["settings"].(type) {
+	case map[string]any:
+		switch v := c["configValidation"].(type) {
+		case string:
+			if v != "off" {
+				ykNS = "yunikorn"
+			}
+		case map[string]any:
+			if v["mode"] != "off" {
+				ykNS = "yunikorn"
+				if ns, ok := v["namespace"].(string); ok {
+					ykNS = ns
+				}
+			}
+		}
+	}
+	failurePolicy := admissionregistrationv1.Fail
+	if fp, ok := values["failurePolicy"].(string); ok {
+		failurePolicy = admissionregistrationv1.FailurePolicyType(fp)
+	}
+	wantRules := []admissionregistrationv1.RuleWithOperations{{
+		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+	}}
+	wantSelector := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{ykNS}}}}
+	var rest []manifest
+	n := 0
+	for _, m := range ms {
+		switch o := m.obj.(type) {
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			if !strings.HasSuffix(o.Name, "-config-validation") {
+				break
+			}
+			n++
+			if assert.Len(t, o.Webhooks, 1) {
+				w := o.Webhooks[0]
+				assert.Equal(t, wantRules, w.Rules)
+				assert.Equal(t, wantSelector, w.NamespaceSelector)
+				assert.Equal(t, &failurePolicy, w.FailurePolicy)
+				if assert.NotNil(t, w.ClientConfig.Service) {
+					assert.Equal(t, namespace, w.ClientConfig.Service.Namespace)
+					assert.Equal(t, ptrTo("/validate"), w.ClientConfig.Service.Path)
+				}
+				assert.Len(t, w.MatchConditions, 1)
+				assert.Contains(t, w.MatchConditions[0].Expression, "request.namespace == '"+ykNS+"'")
+				compileConditions(t, o.Name, w.MatchConditions)
+			}
+			continue
+		case *policiesv1.ClusterAdmissionPolicy:
+			if !strings.HasSuffix(o.Name, "-config-validation") {
+				break
+			}
+			n++
+			assert.False(t, o.Spec.Mutating)
+			assert.Equal(t, wantRules, o.Spec.Rules)
+			assert.Equal(t, wantSelector, o.Spec.NamespaceSelector)
+			assert.Equal(t, &failurePolicy, o.Spec.FailurePolicy)
+			assert.Len(t, o.Spec.MatchConditions, 1)
+			compileConditions(t, o.Name, o.Spec.MatchConditions)
+			assert.Contains(t, o.Spec.ContextAwareResources, policiesv1.ContextAwareResource{APIVersion: "v1", Kind: "ConfigMap"})
+			var settings map[string]any
+			require.NoError(t, json.Unmarshal(o.Spec.Settings.Raw, &settings))
+			assert.Equal(t, true, settings["validateOnly"])
+			assert.NotNil(t, settings["configValidation"])
+			continue
+		}
+		rest = append(rest, m)
+	}
+	if ykNS == "" {
+		assert.Zero(t, n, "configValidation off: no ConfigMap webhook or policy")
+	} else {
+		assert.Equal(t, 1, n, "configValidation on: one ConfigMap webhook or policy")
+	}
+	return rest
 }
 
 // checkChartWebhooks: together the webhooks' rules are metadata.yml's, each

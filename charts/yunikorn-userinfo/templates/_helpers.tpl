@@ -104,14 +104,33 @@ empty dict when trustRBAC is off. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* The namespace of the YuniKorn ConfigMaps configValidation checks
+(docs/BEHAVIOUR.md §3.9), or nothing when it is off. */}}
+{{- define "yunikorn-userinfo.configValidationNamespace" -}}
+{{- $c := .Values.settings.configValidation -}}
+{{- if kindIs "string" $c -}}
+{{- if ne $c "off" }}yunikorn{{ end -}}
+{{- else if kindIs "map" $c -}}
+{{- if ne (default "off" $c.mode) "off" }}{{ default "yunikorn" $c.namespace }}{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The match condition that sends a ConfigMap request to the configuration
+check: only YuniKorn's two maps in their namespace. request.name and
+request.namespace are always strings, so it never fails to evaluate. */}}
+{{- define "yunikorn-userinfo.configValidationCondition" -}}
+request.namespace == {{ . | squote }} &&
+request.name in ['yunikorn-defaults', 'yunikorn-configs']
+{{- end -}}
+
 {{/* Whether the policy calls the API server at all. */}}
 {{- define "yunikorn-userinfo.needsAPI" -}}
 {{- $w := include "yunikorn-userinfo.workloads" . | fromJson -}}
 {{- $s := include "yunikorn-userinfo.schedulingReads" . | fromJson -}}
-{{- if or (include "yunikorn-userinfo.trustRBAC" .) (include "yunikorn-userinfo.queueCheckNamespace" .) $w.reads $s.reads }}true{{ end -}}
+{{- if or (include "yunikorn-userinfo.trustRBAC" .) (include "yunikorn-userinfo.queueCheckNamespace" .) (include "yunikorn-userinfo.configValidationNamespace" .) $w.reads $s.reads }}true{{ end -}}
 {{- end -}}
 
-{{/* What the scheduling setting reads (docs/BEHAVIOUR.md §3.9), as JSON
+{{/* What the scheduling setting reads (docs/BEHAVIOUR.md §3.10), as JSON
 {"reads": [{group, version, kind, resource}]}: Namespaces (their
 enableYuniKorn and generateAppId annotations) unless namespaceAnnotations
 is false, and PriorityClasses (allow-preemption) unless preemption is

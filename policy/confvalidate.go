@@ -1,0 +1,302 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/queues"
+)
+
+// The configuration check (docs/BEHAVIOUR.md §3.9): an edit of YuniKorn's
+// ConfigMaps that the scheduler's /ws/v1/validate-conf would refuse is
+// refused (or warned about) with the scheduler's words, as YuniKorn's
+// admission controller does (k8shim pkg/admission/admission_controller.go,
+// validateConfigMap), without asking the scheduler.
+
+// YuniKorn's two ConfigMaps, in the order the shim flattens them: the
+// second one's keys replace the first one's.
+const (
+	configMapDefaults = "yunikorn-defaults"
+	configMapConfigs  = "yunikorn-configs"
+	// keyPolicyGroup names the policy group whose <group>.yaml the
+	// scheduler loads (k8shim pkg/conf, service.policyGroup).
+	keyPolicyGroup     = "service.policyGroup"
+	defaultPolicyGroup = "queues"
+	// maxInflated bounds what a gzip-compressed binaryData value may
+	// inflate to: a ConfigMap holds at most 1 MiB, and a small one could
+	// otherwise expand to fill the module's memory.
+	maxInflated = 16 << 20
+	// maxCheckedText bounds the configuration text checked: a few
+	// thousand queues, which the module parses and validates within its
+	// default 64 MiB and well within the evaluation's 2 s deadline
+	// (BenchmarkConfigValidation, docs/BEHAVIOUR.md §3.9). Larger texts
+	// are admitted unchecked, with a warning.
+	maxCheckedText = 256 << 10
+)
+
+var configMapKind = kindRef{"", "ConfigMap"}
+
+// configValidationSettings: the mode, and the namespace of YuniKorn's
+// ConfigMaps (the scheduler's).
+type configValidationSettings struct {
+	mode      string
+	namespace string
+}
+
+const configValidationKeys = "mode, namespace"
+
+// parseConfigValidation reads configValidation: a mode string, or an
+// object with mode (required) and namespace.
+func parseConfigValidation(errs *settingsError, v gjson.Result) *configValidationSettings {
+	const key = "settings." + keyConfigValidation
+	c := configValidationSettings{mode: queueCheckOff, namespace: defaultQueueCheck.namespace}
+	if v.Type == gjson.String {
+		parseMode(errs, key, v, &c.mode)
+		return &c
+	}
+	if !isObject(v) {
+		errs.problems = append(errs.problems, key+": must be a mode (enforce, warn, off) or an object with "+configValidationKeys+", got "+describe(v))
+		return nil
+	}
+	hasMode := false
+	eachMember(errs, key, v, func(name, path string, f gjson.Result) {
+		switch name {
+		case "mode":
+			hasMode = true
+			parseMode(errs, path, f, &c.mode)
+		case "namespace":
+			switch {
+			case f.Type != gjson.String:
+				errs.problems = append(errs.problems, path+": must be a string, got "+describe(f))
+			case strings.TrimSpace(str(f)) == "":
+				errs.problems = append(errs.problems, path+": must not be empty")
+			default:
+				c.namespace = str(f)
+			}
+		default:
+			errs.problems = append(errs.problems, key+": unknown key "+quote(name)+" (known keys: "+configValidationKeys+")")
+		}
+	})
+	if !hasMode {
+		errs.problems = append(errs.problems, key+".mode: missing (enforce, warn or off)")
+	}
+	return &c
+}
+
+// decideConfigMap is the configuration check of a ConfigMap CREATE or
+// UPDATE. Any ConfigMap but YuniKorn's two in the configured namespace
+// passes untouched, before anything else is read.
+func decideConfigMap(r request, cv *configValidationSettings) decision {
+	ns := str(r.namespace)
+	if ns == "" {
+		ns = "default" // as the admission controller reads an empty namespace
+	}
+	if ns != cv.namespace {
+		return accept("pass-through: ConfigMap outside " + cv.namespace)
+	}
+	obj, err := objectField(r.object, "object")
+	if err != nil {
+		return rejectInput(err)
+	}
+	cm := gjson.Parse(obj)
+	name := cm.Get("metadata.name")
+	var other string
+	switch {
+	case name.Type != gjson.String:
+		return accept("pass-through: ConfigMap not YuniKorn's")
+	case str(name) == configMapDefaults:
+		other = configMapConfigs
+	case str(name) == configMapConfigs:
+		other = configMapDefaults
+	default:
+		return accept("pass-through: ConfigMap not YuniKorn's")
+	}
+	for _, f := range [...]string{"data", "binaryData"} {
+		if v := cm.Get(f); v.Exists() && v.Type != gjson.Null && !isObject(v) {
+			return rejectInput(malformed("request.object."+f, "must be an object, got "+typeName(v)))
+		}
+	}
+	stored, found, err := getObject("v1", "ConfigMap", cv.namespace, other, false)
+	if err != nil {
+		return configUnchecked(cv, "the merged configuration cannot be validated: "+err.Error())
+	}
+	maps := [2]gjson.Result{cm, {}}
+	if found {
+		maps[1] = gjson.Parse(stored)
+	}
+	if str(name) == configMapConfigs {
+		maps[0], maps[1] = maps[1], maps[0]
+	}
+	flat := flatConfig{maps: maps}
+	group, set, err := flat.get(keyPolicyGroup)
+	if err != nil {
+		return configUnchecked(cv, err.Error())
+	}
+	if !set {
+		group = defaultPolicyGroup
+	}
+	key := group + ".yaml"
+	text, _, err := flat.get(key)
+	if err != nil {
+		return configUnchecked(cv, err.Error())
+	}
+	rule := "configmap " + str(name) + ": " + key
+	if len(text) > maxCheckedText {
+		// Too large to parse within the module's memory and the
+		// evaluation's deadline: admitted, as a configuration the
+		// module cannot check (core may well accept it).
+		why := key + " is " + strconv.Itoa(len(text)) + " bytes, more than the " + strconv.Itoa(maxCheckedText>>10) + " KiB configValidation checks"
+		return configNotChecked(rule, why)
+	}
+	refused, unbuildable := queues.Check([]byte(text))
+	var deep *queues.TooComplexError
+	switch {
+	case errors.As(refused, &deep) || errors.As(unbuildable, &deep):
+		// core compiles the pattern and may well accept it: admitted.
+		return configNotChecked(rule, key+" could not be checked: "+deep.Error())
+	case refused != nil:
+		if cv.mode == queueCheckWarn {
+			d := accept(rule + " refused by yunikorn-core, warned")
+			d.warnings = append(d.warnings, "YuniKorn would refuse this configuration ("+key+"): "+refused.Error())
+			return d
+		}
+		return reject(rule+" refused by yunikorn-core", codeForbidden, refused.Error())
+	}
+	d := accept(rule + " valid")
+	if unbuildable != nil {
+		// validate-conf accepts it; the scheduler then fails to apply it
+		// and keeps its previous configuration.
+		d.warnings = append(d.warnings, "YuniKorn accepts this configuration ("+key+") but will fail to apply it: "+unbuildable.Error())
+		d.rule += ", not applicable"
+	}
+	return d
+}
+
+// configNotChecked admits an edit whose configuration the module cannot
+// check (a pattern too deep to compile, a text too large), with the
+// warning "configValidation: <why>".
+func configNotChecked(rule, why string) decision {
+	d := accept(rule + " not checked")
+	d.warnings = append(d.warnings, "configValidation: "+why)
+	logWarning("configuration check skipped", why)
+	return d
+}
+
+// configUnchecked is the outcome of an edit whose merged configuration
+// cannot be known: refused in enforce mode (fail closed: an unreadable
+// ConfigMap is most often a missing RBAC grant, which would otherwise
+// turn the check off unseen), admitted with a warning in warn mode.
+func configUnchecked(cv *configValidationSettings, why string) decision {
+	msg := "configValidation: " + why
+	logWarning("configuration check failed", why)
+	if cv.mode == queueCheckWarn {
+		d := accept("configmap not checked, warned")
+		d.warnings = append(d.warnings, msg)
+		return d
+	}
+	return reject("configmap not checked, refused", codeForbidden, msg)
+}
+
+// flatConfig is the shim's FlattenConfigMaps of two ConfigMaps (either
+// may be missing), read key by key: the later map wins, and within a
+// map binaryData wins over data. A binaryData key ending in ".gz" (any
+// case) is its gzip-inflated value under the key without the suffix; a
+// value that does not inflate sets nothing (the shim files it under the
+// empty key). Any other binaryData key sets the key without its last
+// dot-separated part to "".
+type flatConfig struct{ maps [2]gjson.Result }
+
+// get returns the value of key, whether any map sets it, or why it
+// cannot be known.
+func (f flatConfig) get(key string) (string, bool, error) {
+	for i := len(f.maps) - 1; i >= 0; i-- {
+		cm := f.maps[i]
+		if !cm.Exists() {
+			continue
+		}
+		// binaryData: the last member setting key that succeeds wins (the
+		// shim walks a Go map, in no fixed order; members are taken here
+		// in the order the object lists them).
+		var found string
+		set := false
+		var tooBig error
+		cm.Get("binaryData").ForEach(func(k, v gjson.Result) bool {
+			stripped, gz := binaryKey(str(k))
+			if stripped != key {
+				return true
+			}
+			if !gz {
+				found, set = "", true
+				return true
+			}
+			text, err := inflate(str(v))
+			if errors.Is(err, errTooLarge) {
+				tooBig = errString("ConfigMap " + str(cm.Get("metadata.name")) + ": binaryData " + str(k) + " " + err.Error())
+				return false
+			}
+			if err != nil {
+				return true // the shim files it under the empty key
+			}
+			found, set = text, true
+			return true
+		})
+		if tooBig != nil {
+			return "", false, tooBig
+		}
+		if set {
+			return found, true, nil
+		}
+		if v := cm.Get("data").Get(gjson.Escape(key)); v.Exists() && v.Type != gjson.Null {
+			return v.String(), true, nil
+		}
+	}
+	return "", false, nil
+}
+
+// binaryKey is the key the shim's Decompress files a binaryData key under,
+// and whether its value is inflated.
+func binaryKey(k string) (string, bool) {
+	dot := strings.LastIndexByte(k, '.')
+	last := k[dot+1:]
+	stripped := k
+	if dot >= 0 {
+		stripped = k[:dot]
+	}
+	return stripped, strings.EqualFold(last, "gz")
+}
+
+var errTooLarge = errString("inflates to more than 16 MiB, which configValidation does not read")
+
+// inflate decodes a binaryData value (base64 in JSON) and inflates it as
+// gzip, as the shim does: every member of a multi-member stream, checksums
+// checked.
+func inflate(b64 string) (string, error) {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return "", errString("not base64: " + err.Error())
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return "", err
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxInflated+1))
+	if err != nil {
+		return "", err
+	}
+	if len(out) > maxInflated {
+		return "", tooLarge{}
+	}
+	return string(out), nil
+}
+
+type tooLarge struct{}
+
+func (tooLarge) Error() string   { return errTooLarge.Error() }
+func (tooLarge) Is(t error) bool { return t == errTooLarge }
