@@ -25,7 +25,7 @@ type decision struct {
 	message  string
 	mutation []edit // how the object changes; nil when unchanged
 	// sched is what the scheduling jobs change besides (docs/BEHAVIOUR.md
-	// §3.9); nil when they change nothing.
+	// §3.10); nil when they change nothing.
 	sched    *schedPlan
 	warnings []string // admission warnings shown to the client
 	rule     string   // which rule decided, for the decision trace

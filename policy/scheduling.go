@@ -9,7 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// The scheduling jobs (docs/BEHAVIOUR.md §3.9): the other work YuniKorn's
+// The scheduling jobs (docs/BEHAVIOUR.md §3.10): the other work YuniKorn's
 // own admission controller does on a Pod CREATE (k8shim
 // pkg/admission/admission_controller.go processPod, util.go
 // updatePodLabel, namespace_cache.go, priority_class_cache.go). With the

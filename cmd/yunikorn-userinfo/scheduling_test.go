@@ -17,7 +17,7 @@ import (
 // on every Pod the policy admits (the answer is the one without monitor
 // mode, patch included), and not on one it would refuse, which is admitted
 // as it was sent: no patch at all, the refusal in a warning
-// (docs/BEHAVIOUR.md §3.9).
+// (docs/BEHAVIOUR.md §3.10).
 func TestRun_monitorScheduling(t *testing.T) {
 	cases, err := fixtures.Load()
 	require.NoError(t, err)

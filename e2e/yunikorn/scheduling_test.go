@@ -59,7 +59,7 @@ const (
 // keeps it: it drops it in namespaces it does not process, for the
 // scheduler's own Pods, and (its ignore-application patch replaces the
 // whole annotations map) in processed namespaces it does not label, where
-// this policy records the submitter all the same (docs/BEHAVIOUR.md §3.9).
+// this policy records the submitter all the same (docs/BEHAVIOUR.md §3.10).
 func TestSchedulingMatchesK8shim(t *testing.T) {
 	binary := serveBinary(t)
 	seed := uint64(time.Now().UnixNano())

@@ -358,7 +358,7 @@ func (c *converter) appOwnership() {
 }
 
 // scheduling maps the admissionController.filtering keys into the
-// scheduling setting (docs/BEHAVIOUR.md §3.9), read as YuniKorn reads them;
+// scheduling setting (docs/BEHAVIOUR.md §3.10), read as YuniKorn reads them;
 // the setting is written even when none is set (scheduling: {} is
 // YuniKorn's defaults), unless NoScheduling.
 func (c *converter) scheduling() {
