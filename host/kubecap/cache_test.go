@@ -184,12 +184,11 @@ func TestCluster_labelIndexAnswersLikeScan(t *testing.T) {
 			_, err := c.List(t.Context(), podResource, "", labels.Everything(), fields.Everything())
 			require.NoError(t, err)
 			s := c.scopes[scopeKey{podResource, ""}]
-			read, err := candidates(s.store, s.labels, "", labels.SelectorFromSet(labels.Set{"applicationId": "a"}))
-			require.NoError(t, err)
+			read := s.store.candidateCount("", labels.SelectorFromSet(labels.Set{"applicationId": "a"}))
 			if variant.index == nil {
-				assert.Len(t, read, len(full), "no index: a scan")
+				assert.Equal(t, len(full), read, "no index: a scan")
 			} else {
-				assert.Less(t, len(read), len(full)/3, "an equality on an indexed key reads its bucket only")
+				assert.Less(t, read, len(full)/3, "an equality on an indexed key reads its bucket only")
 			}
 			for _, sel := range selectors {
 				l, err := labels.Parse(sel)
