@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -155,7 +156,16 @@ func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte
 		go func() { <-ctx.Done(); c.Close() }()
 		backend = c
 		if len(sync) > 0 {
-			warm = func(ctx context.Context) error { return c.Warm(ctx, sync) }
+			warm = func(ctx context.Context) error {
+				if err := c.Warm(ctx, sync); err != nil {
+					return err
+				}
+				// The first lists decoded every object whole: give the
+				// heap they grew back now rather than in the scavenger's
+				// own time (its pages would count until then).
+				debug.FreeOSMemory()
+				return nil
+			}
 		}
 	}
 	h, err = kubecap.HostCalls(kubecap.Options{Backend: backend, Resources: resources, Logger: logger.With("component", "kubernetes"),

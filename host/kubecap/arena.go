@@ -5,13 +5,14 @@ import "math"
 // arena packs byte strings (the kept JSON of cached objects) into chunks
 // of arenaChunkSize, so that a hundred thousand objects are a few hundred
 // allocations rather than a hundred thousand, each rounded up to a size
-// class and scattered among the garbage of the sync. Chunks are only ever
-// appended to: a slice handed out stays valid and unchanged after its
-// object is released or moved (the collector keeps its chunk while it is
-// read). Bytes released are reclaimed by moving the objects of mostly
-// empty chunks into new ones once the waste outweighs half the bytes in
-// use (objectStore.compact); a chunk with nothing left is dropped at once.
-// Not safe for concurrent use: objectStore's lock guards it.
+// class and scattered among the garbage of the sync. The chunks are
+// mapped outside the Go heap (mapChunk), so their bytes are counted once
+// in the process's memory, not again in the collector's headroom. Bytes
+// released are reclaimed by moving the objects of mostly empty chunks
+// into new ones once the waste outweighs half the bytes in use
+// (objectStore.compact); a chunk with nothing left is unmapped at once.
+// So no slice of a chunk may outlive the lock: objectStore hands out
+// copies. Not safe for concurrent use: objectStore's lock guards it.
 type arena struct {
 	chunks  []*arenaChunk // by id; nil: free id
 	freeIDs []uint32
@@ -25,8 +26,9 @@ type arena struct {
 }
 
 type arenaChunk struct {
-	buf  []byte
-	live int // bytes of objects held in buf
+	buf    []byte
+	live   int  // bytes of objects held in buf
+	mapped bool // buf is outside the Go heap (mapChunk)
 }
 
 // arenaRef locates one byte string.
@@ -43,8 +45,20 @@ const (
 	noChunk       = math.MaxUint32
 )
 
+// newChunk makes a chunk of size bytes: a shared chunk outside the Go
+// heap where it can be (mapChunk), a string's own on the heap (a mapping
+// per large string could run into the kernel's limit on mappings).
 func (a *arena) newChunk(size int) (uint32, *arenaChunk) {
-	c := &arenaChunk{buf: make([]byte, 0, size)}
+	c := &arenaChunk{}
+	if size == arenaChunkSize && offHeap {
+		if b, err := mapChunk(size); err == nil {
+			c.buf, c.mapped = b, true
+			addOffHeap(int64(size))
+		}
+	}
+	if c.buf == nil {
+		c.buf = make([]byte, 0, size)
+	}
 	if n := len(a.freeIDs); n > 0 {
 		id := a.freeIDs[n-1]
 		a.freeIDs = a.freeIDs[:n-1]
@@ -81,8 +95,9 @@ func (a *arena) place(b []byte) arenaRef {
 	return arenaRef{chunk: a.curID, off: uint32(off), n: uint32(n)}
 }
 
-// bytes is the string r locates; its capacity ends with it, so an append
-// to it copies rather than writing into the arena.
+// bytes is the string r locates, valid until the next change to the
+// arena; its capacity ends with it, so an append to it copies rather than
+// writing into the arena.
 func (a *arena) bytes(r arenaRef) []byte {
 	if r.n == 0 {
 		return []byte{}
@@ -110,6 +125,26 @@ func (a *arena) drop(id uint32) {
 	a.waste -= len(c.buf) - c.live
 	a.chunks[id] = nil
 	a.freeIDs = append(a.freeIDs, id)
+	a.free(c)
+}
+
+func (a *arena) free(c *arenaChunk) {
+	if c.mapped {
+		unmapChunk(c.buf)
+		addOffHeap(-int64(cap(c.buf)))
+		c.mapped = false
+	}
+	c.buf = nil
+}
+
+// release gives back every chunk; the arena is empty after.
+func (a *arena) close() {
+	for _, c := range a.chunks {
+		if c != nil {
+			a.free(c)
+		}
+	}
+	*a = arena{}
 }
 
 // wasteful reports whether a compaction is due.

@@ -179,8 +179,15 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	return c, nil
 }
 
-// Close stops the informers.
-func (c *Cluster) Close() { c.stop() }
+// Close stops the informers and gives back their caches' memory.
+func (c *Cluster) Close() {
+	c.stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.scopes {
+		s.store.close()
+	}
+}
 
 func (c *Cluster) kind(r Resource) (kindInfo, error) {
 	if !c.declared[r] {
@@ -406,7 +413,10 @@ func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, f
 	if !k.namespaced {
 		namespace = ""
 	}
-	raw, ok := s.store.get(namespace, name)
+	raw, ok, err := s.store.get(namespace, name)
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s/%s: %w", r, namespace, name, err)
+	}
 	if !ok {
 		key := name
 		if namespace != "" {

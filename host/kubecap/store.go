@@ -1,7 +1,9 @@
 package kubecap
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/tidwall/gjson"
@@ -34,6 +36,7 @@ type objectStore struct {
 	spaces  map[string]*namespaceEntry
 	byLabel map[string]idSet // "key=value" of an indexed label
 	arena   arena
+	closed  bool // the arena is given back; changes are ignored
 }
 
 // slot is one object; ns is nil in an empty slot.
@@ -102,16 +105,20 @@ func (s *objectStore) lookup(namespace, name string) (uint32, bool) {
 	return id, ok
 }
 
-// object is slot id as a cachedObject, its JSON in the arena. s.mu is held.
+// object is slot id as a cachedObject, with a copy of its JSON. s.mu is
+// held.
 func (s *objectStore) object(id uint32) *cachedObject {
 	sl := &s.slots[id]
-	return &cachedObject{namespace: sl.ns.name, name: sl.name, raw: s.arena.bytes(sl.raw)}
+	return &cachedObject{namespace: sl.ns.name, name: sl.name, raw: slices.Clone(s.arena.bytes(sl.raw))}
 }
 
 // put adds o, or replaces the object of its key.
 func (s *objectStore) put(o *cachedObject) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	if id, ok := s.lookup(o.namespace, o.name); ok {
 		sl := &s.slots[id]
 		old := s.arena.bytes(sl.raw)
@@ -147,6 +154,9 @@ func (s *objectStore) put(o *cachedObject) {
 func (s *objectStore) remove(namespace, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	id, ok := s.lookup(namespace, name)
 	if !ok {
 		return
@@ -214,30 +224,49 @@ func (s *objectStore) compact() {
 	s.arena.endCompaction()
 }
 
-// get is the kept JSON of namespace/name.
-func (s *objectStore) get(namespace, name string) ([]byte, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	id, ok := s.lookup(namespace, name)
-	if !ok {
-		return nil, false
-	}
-	return s.arena.bytes(s.slots[id].raw), true
+// close gives the arena back; the store is empty and ignores changes
+// after (the informer may still be stopping).
+func (s *objectStore) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.arena.close()
+	s.slots, s.free, s.byKey, s.spaces, s.byLabel, s.closed = nil, nil, map[objectKey]uint32{}, map[string]*namespaceEntry{}, map[string]idSet{}, true
 }
 
-// list is the kept JSON of the objects in namespace ("": all) that match
+// errStoreClosed answers reads after Close: an empty cache would answer
+// that nothing exists.
+var errStoreClosed = errors.New("the watch cache is closed (the process is stopping)")
+
+// get is a copy of the kept JSON of namespace/name.
+func (s *objectStore) get(namespace, name string) ([]byte, bool, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, false, errStoreClosed
+	}
+	id, ok := s.lookup(namespace, name)
+	if !ok {
+		return nil, false, nil
+	}
+	return slices.Clone(s.arena.bytes(s.slots[id].raw)), true, nil
+}
+
+// list is a copy of the kept JSON of the objects in namespace ("": all) that match
 // both selectors, read from the smallest set every match must be in: a
 // required value of an indexed label, or the namespace.
 func (s *objectStore) list(namespace string, l labels.Selector, f fields.Selector) ([][]byte, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, errStoreClosed
+	}
 	var out [][]byte
 	visit := func(id uint32) error {
 		sl := &s.slots[id]
 		o := cachedObject{namespace: sl.ns.name, name: sl.name, raw: s.arena.bytes(sl.raw)}
 		ok, err := matchCached(&o, namespace, l, f)
 		if ok {
-			out = append(out, o.raw)
+			out = append(out, slices.Clone(o.raw))
 		}
 		return err
 	}
@@ -392,6 +421,11 @@ func (s *objectStore) Replace(list []any, _ string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		fresh.arena.close()
+		return nil
+	}
+	s.arena.close()
 	s.slots, s.free, s.byKey, s.spaces, s.byLabel, s.arena = fresh.slots, fresh.free, fresh.byKey, fresh.spaces, fresh.byLabel, fresh.arena
 	return nil
 }

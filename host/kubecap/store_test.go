@@ -22,6 +22,7 @@ import (
 // plus at most half of it in waste (or less than its threshold).
 func TestObjectStore_churn(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
+	offHeapBefore := OffHeapBytes()
 	s := newObjectStore(newLabelIndex([]string{"app"}))
 	type obj struct {
 		ns, name, app string
@@ -55,7 +56,8 @@ func TestObjectStore_churn(t *testing.T) {
 		}
 		if step%97 == 0 {
 			if o, ok := model[key]; ok {
-				raw, found := s.get(ns, name)
+				raw, found, err := s.get(ns, name)
+				require.NoError(t, err)
 				require.True(t, found)
 				reads = append(reads, held{raw, o.raw})
 			}
@@ -66,7 +68,8 @@ func TestObjectStore_churn(t *testing.T) {
 		require.Equal(t, len(model), s.size())
 		used := 0
 		for key, o := range model {
-			raw, ok := s.get(o.ns, o.name)
+			raw, ok, err := s.get(o.ns, o.name)
+			require.NoError(t, err)
 			require.True(t, ok, key)
 			require.Equal(t, o.raw, string(raw), key)
 			used += len(o.raw)
@@ -80,6 +83,15 @@ func TestObjectStore_churn(t *testing.T) {
 			}
 		}
 		require.Equal(t, used+s.arena.waste, held)
+		if offHeap {
+			mapped := 0
+			for _, c := range s.arena.chunks {
+				if c != nil && c.mapped {
+					mapped += cap(c.buf)
+				}
+			}
+			require.Equal(t, int64(mapped), OffHeapBytes()-offHeapBefore, "the chunks mapped are counted")
+		}
 		for _, r := range reads {
 			require.Equal(t, r.want, string(r.raw), "a slice read earlier changed")
 		}
@@ -122,6 +134,17 @@ func TestObjectStore_churn(t *testing.T) {
 		}
 	}
 	assert.LessOrEqual(t, live, 1)
+	// Closed: the memory is given back, and reads fail rather than find
+	// nothing.
+	require.NoError(t, s.Add(&cachedObject{namespace: "ns", name: "p", raw: []byte(`{}`)}))
+	s.close()
+	assert.Equal(t, offHeapBefore, OffHeapBytes())
+	_, _, err := s.get("ns", "p")
+	assert.ErrorIs(t, err, errStoreClosed)
+	_, err = s.list("", labels.Everything(), fields.Everything())
+	assert.ErrorIs(t, err, errStoreClosed)
+	require.NoError(t, s.Add(&cachedObject{namespace: "ns", name: "q", raw: []byte(`{}`)}))
+	assert.Equal(t, offHeapBefore, OffHeapBytes())
 }
 
 // TestObjectStore_updateOfFieldsNotKept: an update whose kept JSON is the
