@@ -65,7 +65,10 @@ type Result struct {
 	// HeapMiB is the Go heap in use after the load (serve's
 	// go_memstats_heap_inuse_bytes); GoMemLimit the GOMEMLIMIT serve ran
 	// with ("" none).
-	HeapMiB    float64 `json:"heap_mib"`
+	HeapMiB float64 `json:"heap_mib"`
+	// CacheMiB is what the watch caches hold outside the Go heap after
+	// the load (serve's yunikorn_userinfo_cache_offheap_bytes).
+	CacheMiB   float64 `json:"cache_offheap_mib"`
 	GoMemLimit string  `json:"gomemlimit,omitempty"`
 	// Watches: the API server's Pod watches opened by the replica.
 	Watches int `json:"watches"`
@@ -207,7 +210,7 @@ func run(ctx context.Context) error {
 				return fmt.Errorf("%d pods: %w", n, err)
 			}
 			log.Info("step", "pods", n, "gomemlimit", limit, "ready_ms", r.ReadyMS, "sync_ms", r.SyncMS, "rss_mib", r.RSSLoadMiB, "peak_mib", r.RSSPeakMiB,
-				"heap_mib", r.HeapMiB, "watches", r.Watches, "p50_ms", r.P50MS, "p99_ms", r.P99MS, "allowed", r.Allowed, "denied", r.Denied, "errors", r.Errors)
+				"heap_mib", r.HeapMiB, "cache_offheap_mib", r.CacheMiB, "watches", r.Watches, "p50_ms", r.P50MS, "p99_ms", r.P99MS, "allowed", r.Allowed, "denied", r.Denied, "errors", r.Errors)
 			results = append(results, r)
 		}
 		if err := write(o.out, results); err != nil {
@@ -410,13 +413,14 @@ func measure(ctx context.Context, c *cluster.Cluster, r *Result, o options, f *f
 	if r.RSSLoadMiB, r.RSSPeakMiB, err = rss(pid); err != nil {
 		return err
 	}
-	r.HeapMiB = heapInUse(ctx, w.Process.Args)
+	r.HeapMiB = metricMiB(ctx, w.Process.Args, "go_memstats_heap_inuse_bytes")
+	r.CacheMiB = metricMiB(ctx, w.Process.Args, "yunikorn_userinfo_cache_offheap_bytes")
 	return nil
 }
 
-// heapInUse reads go_memstats_heap_inuse_bytes from serve's metrics
-// address (its --metrics-listen), in MiB; 0 when it cannot.
-func heapInUse(ctx context.Context, args []string) float64 {
+// metricMiB reads a gauge of bytes from serve's metrics address (its
+// --metrics-listen), in MiB; 0 when it cannot.
+func metricMiB(ctx context.Context, args []string, name string) float64 {
 	i := slices.Index(args, "--metrics-listen")
 	if i < 0 || i+1 >= len(args) {
 		return 0
@@ -432,7 +436,7 @@ func heapInUse(ctx context.Context, args []string) float64 {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, l := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(l, "go_memstats_heap_inuse_bytes "); ok {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			b, _ := strconv.ParseFloat(v, 64)
 			return b / (1 << 20)
 		}
