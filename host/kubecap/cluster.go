@@ -179,15 +179,10 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	return c, nil
 }
 
-// Close stops the informers and gives back their caches' memory.
-func (c *Cluster) Close() {
-	c.stop()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.scopes {
-		s.store.close()
-	}
-}
+// Close stops the informers. Their caches still answer reads (the
+// reviews in flight while serve stops); their memory goes with the
+// Cluster.
+func (c *Cluster) Close() { c.stop() }
 
 func (c *Cluster) kind(r Resource) (kindInfo, error) {
 	if !c.declared[r] {

@@ -3,6 +3,7 @@ package kubecap
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -35,8 +36,10 @@ type objectStore struct {
 	byKey   map[objectKey]uint32
 	spaces  map[string]*namespaceEntry
 	byLabel map[string]idSet // "key=value" of an indexed label
-	arena   arena
-	closed  bool // the arena is given back; changes are ignored
+	// arena holds the kept JSON; its chunks are given back by close, or
+	// once the store is unreachable (nothing else refers to them).
+	arena  *arena
+	closed bool // the arena is given back; changes are ignored
 }
 
 // slot is one object; ns is nil in an empty slot.
@@ -61,7 +64,10 @@ type namespaceEntry struct {
 type idSet map[uint32]struct{}
 
 func newObjectStore(li *labelIndex) *objectStore {
-	return &objectStore{labels: li, byKey: map[objectKey]uint32{}, spaces: map[string]*namespaceEntry{}, byLabel: map[string]idSet{}}
+	s := &objectStore{labels: li, byKey: map[objectKey]uint32{}, spaces: map[string]*namespaceEntry{}, byLabel: map[string]idSet{},
+		arena: &arena{}}
+	runtime.AddCleanup(s, func(a *arena) { a.close() }, s.arena)
+	return s
 }
 
 // storeKey is the informer's key of a cached object: namespace/name, or
@@ -224,8 +230,10 @@ func (s *objectStore) compact() {
 	s.arena.endCompaction()
 }
 
-// close gives the arena back; the store is empty and ignores changes
-// after (the informer may still be stopping).
+// close gives the arena back at once; the store is empty, ignores
+// changes after (the informer may still be stopping) and fails reads.
+// Cluster.Close does not call it: reviews still in flight while serve
+// stops read the cache as it was.
 func (s *objectStore) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -426,7 +434,8 @@ func (s *objectStore) Replace(list []any, _ string) error {
 		return nil
 	}
 	s.arena.close()
-	s.slots, s.free, s.byKey, s.spaces, s.byLabel, s.arena = fresh.slots, fresh.free, fresh.byKey, fresh.spaces, fresh.byLabel, fresh.arena
+	*s.arena, *fresh.arena = *fresh.arena, arena{}
+	s.slots, s.free, s.byKey, s.spaces, s.byLabel = fresh.slots, fresh.free, fresh.byKey, fresh.spaces, fresh.byLabel
 	return nil
 }
 

@@ -3,9 +3,11 @@ package kubecap
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -163,4 +165,32 @@ func TestObjectStore_updateOfFieldsNotKept(t *testing.T) {
 	assert.Equal(t, []string{"ns/p"}, s.ListKeys())
 	require.NoError(t, s.Replace(nil, ""))
 	assert.Equal(t, 0, s.size())
+}
+
+// TestObjectStore_unreachableGivesBack: a store nobody refers to gives its
+// chunks back (a Cluster dropped after Close); Replace gives back the
+// chunks it replaces.
+func TestObjectStore_unreachableGivesBack(t *testing.T) {
+	if !offHeap {
+		t.Skip("chunks are on the Go heap here")
+	}
+	before := OffHeapBytes()
+	func() {
+		s := newObjectStore(nil)
+		for i := range 2000 {
+			raw := fmt.Sprintf(`{"metadata":{"name":"p-%d"},"pad":%q}`, i, strings.Repeat("x", 500))
+			require.NoError(t, s.Add(&cachedObject{namespace: "ns", name: fmt.Sprintf("p-%d", i), raw: []byte(raw)}))
+		}
+		require.Greater(t, OffHeapBytes()-before, int64(2*arenaChunkSize))
+		require.NoError(t, s.Replace([]any{&cachedObject{namespace: "ns", name: "q", raw: []byte(`{"metadata":{"name":"q"}}`)}}, ""))
+		assert.Equal(t, int64(arenaChunkSize), OffHeapBytes()-before, "one chunk left after Replace")
+		raw, ok, err := s.get("ns", "q")
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.JSONEq(t, `{"metadata":{"name":"q"}}`, string(raw))
+	}()
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return OffHeapBytes() == before
+	}, 5*time.Second, 10*time.Millisecond)
 }
