@@ -1,6 +1,9 @@
 package kubecap
 
-import "math"
+import (
+	"math"
+	"sync/atomic"
+)
 
 // arena packs byte strings (the kept JSON of cached objects) into chunks
 // of arenaChunkSize, so that a hundred thousand objects are a few hundred
@@ -21,8 +24,11 @@ type arena struct {
 	used    int             // bytes of the objects held
 	waste   int             // bytes released in chunks still held
 	moving  map[uint32]bool // chunks being emptied by a compaction
-	// compactions counts them (for tests).
+	// compactions counts them, mapped the bytes mapped, released whether
+	// close ran (for tests).
 	compactions int
+	mapped      int64
+	released    atomic.Bool
 }
 
 type arenaChunk struct {
@@ -53,6 +59,7 @@ func (a *arena) newChunk(size int) (uint32, *arenaChunk) {
 	if size == arenaChunkSize && offHeap {
 		if b, err := mapChunk(size); err == nil {
 			c.buf, c.mapped = b, true
+			a.mapped += int64(size)
 			addOffHeap(int64(size))
 		}
 	}
@@ -131,6 +138,7 @@ func (a *arena) drop(id uint32) {
 func (a *arena) free(c *arenaChunk) {
 	if c.mapped {
 		unmapChunk(c.buf)
+		a.mapped -= int64(cap(c.buf))
 		addOffHeap(-int64(cap(c.buf)))
 		c.mapped = false
 	}
@@ -144,7 +152,8 @@ func (a *arena) close() {
 			a.free(c)
 		}
 	}
-	*a = arena{}
+	a.chunks, a.freeIDs, a.cur, a.curID, a.used, a.waste, a.moving = nil, nil, nil, 0, 0, 0, nil
+	a.released.Store(true)
 }
 
 // wasteful reports whether a compaction is due.

@@ -434,7 +434,10 @@ func (s *objectStore) Replace(list []any, _ string) error {
 		return nil
 	}
 	s.arena.close()
-	*s.arena, *fresh.arena = *fresh.arena, arena{}
+	s.arena.released.Store(false)
+	a, f := s.arena, fresh.arena
+	a.chunks, a.freeIDs, a.cur, a.curID, a.used, a.waste, a.mapped = f.chunks, f.freeIDs, f.cur, f.curID, f.used, f.waste, f.mapped
+	f.chunks, f.freeIDs, f.cur, f.mapped = nil, nil, nil, 0
 	s.slots, s.free, s.byKey, s.spaces, s.byLabel = fresh.slots, fresh.free, fresh.byKey, fresh.spaces, fresh.byLabel
 	return nil
 }

@@ -24,7 +24,6 @@ import (
 // plus at most half of it in waste (or less than its threshold).
 func TestObjectStore_churn(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	offHeapBefore := OffHeapBytes()
 	s := newObjectStore(newLabelIndex([]string{"app"}))
 	type obj struct {
 		ns, name, app string
@@ -92,7 +91,7 @@ func TestObjectStore_churn(t *testing.T) {
 					mapped += cap(c.buf)
 				}
 			}
-			require.Equal(t, int64(mapped), OffHeapBytes()-offHeapBefore, "the chunks mapped are counted")
+			require.Equal(t, int64(mapped), s.arena.mapped, "the chunks mapped are counted")
 		}
 		for _, r := range reads {
 			require.Equal(t, r.want, string(r.raw), "a slice read earlier changed")
@@ -140,13 +139,13 @@ func TestObjectStore_churn(t *testing.T) {
 	// nothing.
 	require.NoError(t, s.Add(&cachedObject{namespace: "ns", name: "p", raw: []byte(`{}`)}))
 	s.close()
-	assert.Equal(t, offHeapBefore, OffHeapBytes())
+	assert.Zero(t, s.arena.mapped)
 	_, _, err := s.get("ns", "p")
 	assert.ErrorIs(t, err, errStoreClosed)
 	_, err = s.list("", labels.Everything(), fields.Everything())
 	assert.ErrorIs(t, err, errStoreClosed)
 	require.NoError(t, s.Add(&cachedObject{namespace: "ns", name: "q", raw: []byte(`{}`)}))
-	assert.Equal(t, offHeapBefore, OffHeapBytes())
+	assert.Zero(t, s.arena.mapped)
 }
 
 // TestObjectStore_updateOfFieldsNotKept: an update whose kept JSON is the
@@ -174,16 +173,17 @@ func TestObjectStore_unreachableGivesBack(t *testing.T) {
 	if !offHeap {
 		t.Skip("chunks are on the Go heap here")
 	}
-	before := OffHeapBytes()
+	var a *arena
 	func() {
 		s := newObjectStore(nil)
+		a = s.arena
 		for i := range 2000 {
 			raw := fmt.Sprintf(`{"metadata":{"name":"p-%d"},"pad":%q}`, i, strings.Repeat("x", 500))
 			require.NoError(t, s.Add(&cachedObject{namespace: "ns", name: fmt.Sprintf("p-%d", i), raw: []byte(raw)}))
 		}
-		require.Greater(t, OffHeapBytes()-before, int64(2*arenaChunkSize))
+		require.Greater(t, s.arena.mapped, int64(2*arenaChunkSize))
 		require.NoError(t, s.Replace([]any{&cachedObject{namespace: "ns", name: "q", raw: []byte(`{"metadata":{"name":"q"}}`)}}, ""))
-		assert.Equal(t, int64(arenaChunkSize), OffHeapBytes()-before, "one chunk left after Replace")
+		assert.Equal(t, int64(arenaChunkSize), s.arena.mapped, "one chunk left after Replace")
 		raw, ok, err := s.get("ns", "q")
 		require.NoError(t, err)
 		require.True(t, ok)
@@ -191,6 +191,6 @@ func TestObjectStore_unreachableGivesBack(t *testing.T) {
 	}()
 	require.Eventually(t, func() bool {
 		runtime.GC()
-		return OffHeapBytes() == before
+		return a.released.Load()
 	}, 5*time.Second, 10*time.Millisecond)
 }
