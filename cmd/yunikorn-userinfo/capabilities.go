@@ -19,6 +19,10 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
 )
 
+// syncGCPercent is the collector's GOGC while serve waits for the first
+// lists of --sync-before-ready.
+const syncGCPercent = 25
+
 // contextResources are the kinds a module's metadata declares it reads
 // (contextAwareResources), and how it lets this host cache them (the
 // kubecap.CacheAnnotation); none for a module without metadata, as under
@@ -157,6 +161,14 @@ func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte
 		backend = c
 		if len(sync) > 0 {
 			warm = func(ctx context.Context) error {
+				// The first list of a kind is held whole (pruned) until
+				// it is in the cache: collect its garbage sooner than
+				// at twice the live heap, and only then.
+				prev := debug.SetGCPercent(syncGCPercent)
+				if prev >= 0 && prev < syncGCPercent {
+					debug.SetGCPercent(prev) // the operator's is lower
+				}
+				defer debug.SetGCPercent(prev)
 				if err := c.Warm(ctx, sync); err != nil {
 					return err
 				}
