@@ -521,7 +521,9 @@ func reviews(f *filler, n int) [][]byte {
 			meta := obj["metadata"].(map[string]any)
 			meta["annotations"] = map[string]any{"yunikorn.apache.org/user.info": userInfo(p.user)}
 			meta["ownerReferences"] = []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": p.name, "uid": p.uid, "controller": true}}
-			user = map[string]any{"username": "system:serviceaccount:" + p.ns + ":driver", "groups": []any{"system:serviceaccounts", "system:authenticated"},
+			// The bound token of a Pod is its service account's: the API
+			// server gives every bench Pod "default".
+			user = map[string]any{"username": "system:serviceaccount:" + p.ns + ":default", "groups": []any{"system:serviceaccounts", "system:authenticated"},
 				"extra": map[string]any{"authentication.kubernetes.io/pod-name": []any{p.name}, "authentication.kubernetes.io/pod-uid": []any{p.uid}}}
 		}
 		req = map[string]any{"uid": uid, "kind": map[string]any{"group": "", "version": "v1", "kind": "Pod"},
