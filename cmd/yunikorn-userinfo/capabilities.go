@@ -23,33 +23,6 @@ import (
 // lists of --sync-before-ready.
 const syncGCPercent = 25
 
-// syncFreeEvery: while serve waits for the first lists, each time the
-// watch caches have grown by this much off the Go heap, the heap's free
-// pages are given back.
-const syncFreeEvery = 16 << 20
-
-// freeAsCachesFill gives the Go heap's free pages back to the system each
-// time the caches grew by syncFreeEvery, until stop closes. A first list
-// is held on the heap until it is moved into the caches, off the heap:
-// without this the pages it held still count while the caches fill, and
-// the process briefly holds the list twice.
-func freeAsCachesFill(stop <-chan struct{}) {
-	t := time.NewTicker(250 * time.Millisecond)
-	defer t.Stop()
-	last := kubecap.OffHeapBytes()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-			if now := kubecap.OffHeapBytes(); now-last >= syncFreeEvery {
-				debug.FreeOSMemory()
-				last = now
-			}
-		}
-	}
-}
-
 // contextResources are the kinds a module's metadata declares it reads
 // (contextAwareResources), and how it lets this host cache them (the
 // kubecap.CacheAnnotation); none for a module without metadata, as under
@@ -196,9 +169,6 @@ func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte
 					debug.SetGCPercent(prev) // the operator's is lower
 				}
 				defer debug.SetGCPercent(prev)
-				stop := make(chan struct{})
-				defer close(stop)
-				go freeAsCachesFill(stop)
 				if err := c.Warm(ctx, sync); err != nil {
 					return err
 				}
