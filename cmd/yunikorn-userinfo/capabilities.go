@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +18,10 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
 )
+
+// syncGCPercent is the collector's GOGC while serve waits for the first
+// lists of --sync-before-ready.
+const syncGCPercent = 25
 
 // contextResources are the kinds a module's metadata declares it reads
 // (contextAwareResources), and how it lets this host cache them (the
@@ -155,7 +160,24 @@ func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte
 		go func() { <-ctx.Done(); c.Close() }()
 		backend = c
 		if len(sync) > 0 {
-			warm = func(ctx context.Context) error { return c.Warm(ctx, sync) }
+			warm = func(ctx context.Context) error {
+				// The first list of a kind is held whole (pruned) until
+				// it is in the cache: collect its garbage sooner than
+				// at twice the live heap, and only then.
+				prev := debug.SetGCPercent(syncGCPercent)
+				if prev >= 0 && prev < syncGCPercent {
+					debug.SetGCPercent(prev) // the operator's is lower
+				}
+				defer debug.SetGCPercent(prev)
+				if err := c.Warm(ctx, sync); err != nil {
+					return err
+				}
+				// The first lists decoded every object whole: give the
+				// heap they grew back now rather than in the scavenger's
+				// own time (its pages would count until then).
+				debug.FreeOSMemory()
+				return nil
+			}
 		}
 	}
 	h, err = kubecap.HostCalls(kubecap.Options{Backend: backend, Resources: resources, Logger: logger.With("component", "kubernetes"),

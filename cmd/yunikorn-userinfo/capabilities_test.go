@@ -99,7 +99,9 @@ func TestRun_contextFlagErrors(t *testing.T) {
 // TestEmbeddedCacheDeclaration: the embedded module declares how every
 // kind it reads may be cached, keeping each field the policy reads of it:
 // of a Pod, what application ownership and the pod-token proof read
-// (labels, annotations, uid, spec.schedulerName), and the labels that
+// (labels, annotations, uid, the controller ownerReference,
+// spec.schedulerName and serviceAccountName, status.phase; the case table
+// checks the rest, policy's TestValidate_fixturesThroughTheCache), and the labels that
 // carry an application ID indexed; of an owner, its spec, where the
 // workloads settings name the templates.
 func TestEmbeddedCacheDeclaration(t *testing.T) {
@@ -122,7 +124,8 @@ func TestEmbeddedCacheDeclaration(t *testing.T) {
 		}
 	}
 	pod := byKind[kubecap.Resource{APIVersion: "v1", Kind: "Pod"}]
-	assert.Subset(t, pod.Fields, []string{"metadata.labels", "metadata.annotations", "metadata.ownerReferences", "spec.schedulerName"})
+	assert.Subset(t, pod.Fields, []string{"metadata.labels", "metadata.annotations", "metadata.ownerReferences.uid",
+		"metadata.ownerReferences.controller", "spec.schedulerName", "spec.serviceAccountName", "status.phase"})
 	assert.ElementsMatch(t, []string{"yunikorn.apache.org/app-id", "applicationId", "spark-app-selector"}, pod.LabelIndex)
 	cm := byKind[kubecap.Resource{APIVersion: "v1", Kind: "ConfigMap"}]
 	assert.Equal(t, kubecap.WatchNamespace, cm.Watch, "the chart grants ConfigMaps in YuniKorn's namespace only")

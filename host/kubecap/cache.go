@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 )
@@ -209,9 +208,6 @@ func (k *keeper) compact(obj map[string]any) (*cachedObject, error) {
 	return o, nil
 }
 
-// labelIndexName is the store index of label key=value pairs.
-const labelIndexName = "label"
-
 // labelIndex indexes the declared label keys of cached objects.
 type labelIndex struct {
 	all  bool
@@ -234,21 +230,6 @@ func newLabelIndex(keys []string) *labelIndex {
 
 func (li *labelIndex) covers(key string) bool { return li != nil && (li.all || li.keys[key]) }
 
-func (li *labelIndex) index(obj any) ([]string, error) {
-	o, ok := obj.(*cachedObject)
-	if !ok {
-		return nil, nil
-	}
-	var out []string
-	gjson.GetBytes(o.raw, "metadata.labels").ForEach(func(k, v gjson.Result) bool {
-		if v.Type == gjson.String && li.covers(k.Str) {
-			out = append(out, k.Str+"="+v.Str)
-		}
-		return true
-	})
-	return out, nil
-}
-
 // labelsOf reads a cached object's labels.
 func labelsOf(raw []byte) labels.Set {
 	set := labels.Set{}
@@ -259,53 +240,6 @@ func labelsOf(raw []byte) labels.Set {
 		return true
 	})
 	return set
-}
-
-// candidates are the cached objects that may match: those of the
-// smallest index bucket that every match must be in (a required label
-// value, or the namespace), else all.
-func candidates(store cache.Indexer, li *labelIndex, namespace string, l labels.Selector) ([]any, error) {
-	best, bestSize := "", -1
-	var bestValues []string
-	if namespace != "" {
-		keys, _ := store.IndexKeys(cache.NamespaceIndex, namespace)
-		best, bestSize, bestValues = cache.NamespaceIndex, len(keys), []string{namespace}
-	}
-	if li != nil {
-		reqs, _ := l.Requirements()
-		for _, r := range reqs {
-			switch r.Operator() {
-			case selection.Equals, selection.DoubleEquals, selection.In:
-			default:
-				continue
-			}
-			if !li.covers(r.Key()) {
-				continue
-			}
-			values := r.Values().UnsortedList()
-			size := 0
-			for i, v := range values {
-				values[i] = r.Key() + "=" + v
-				keys, _ := store.IndexKeys(labelIndexName, values[i])
-				size += len(keys)
-			}
-			if bestSize < 0 || size < bestSize {
-				best, bestSize, bestValues = labelIndexName, size, values
-			}
-		}
-	}
-	if best == "" {
-		return store.List(), nil
-	}
-	var out []any
-	for _, v := range bestValues {
-		items, err := store.ByIndex(best, v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, items...)
-	}
-	return out, nil
 }
 
 // matchCached reports whether a cached object is in namespace ("": any)

@@ -2,6 +2,7 @@ package kubecap
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"runtime"
 	"testing"
@@ -12,14 +13,18 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
+var cachedPods = flag.Int("cachedpods", 20000, "BenchmarkCachedPodMemory: the Pods cached")
+
 // BenchmarkCachedPodMemory is the heap a watch cache keeps per Pod of
 // about 5 KiB of JSON (managedFields in), 10 Pods per application in
-// 1,000 namespaces: as unstructured objects (what the informers kept
-// before), and as the declared fields' JSON with the namespace and label
-// indexes (what they keep now). It also times a list by an indexed label
-// over all namespaces, and in one namespace with a !key selector.
+// 1,000 namespaces (-cachedpods of them): as unstructured objects in
+// client-go's indexer (what the informers kept first), and as the
+// declared fields' JSON in objectStore (what they keep now, on the Go heap
+// and off it; heap-B/pod is the Go heap's part, kept-B/pod the JSON
+// alone). It also lists by an indexed label over all
+// namespaces, and in one namespace with a !key selector.
 func BenchmarkCachedPodMemory(b *testing.B) {
-	const pods = 20000
+	pods := *cachedPods
 	spec := podSpec
 	make := func(i int) *unstructured.Unstructured {
 		app := i / 10
@@ -37,43 +42,52 @@ func BenchmarkCachedPodMemory(b *testing.B) {
 		runtime.ReadMemStats(&m)
 		return m.HeapAlloc
 	}
-	for _, v := range []struct {
-		name    string
-		compact bool
-	}{{"unstructured", false}, {"declared-fields", true}} {
-		b.Run(v.name, func(b *testing.B) {
-			for b.Loop() {
-				indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-				li := newLabelIndex(spec.LabelIndex)
-				if v.compact {
-					indexers[labelIndexName] = li.index
-				}
-				before := heap()
-				store := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, indexers)
-				keep := newKeeper(podResource, spec.Fields)
-				for i := range pods {
-					var obj any = make(i)
-					if v.compact {
-						obj, _ = keep.transform(obj)
-					}
-					_ = store.Add(obj)
-				}
-				b.ReportMetric(float64(heap()-before)/pods, "B/pod")
-				if v.compact {
-					sel := labels.SelectorFromSet(labels.Set{"applicationId": "app-77"})
-					items, _ := candidates(store, li, "", sel)
-					if len(items) != 10 {
-						b.Fatalf("%d candidates for one application", len(items))
-					}
-					notKey, _ := labels.Parse("!spark-app-selector")
-					for _, it := range items {
-						if ok, _ := matchCached(it.(*cachedObject), "", notKey, fields.Everything()); !ok {
-							b.Fatal("no match")
-						}
-					}
-				}
-				runtime.KeepAlive(store)
+	b.Run("unstructured", func(b *testing.B) {
+		for b.Loop() {
+			before := heap()
+			store := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+			for i := range pods {
+				_ = store.Add(make(i))
 			}
-		})
-	}
+			b.ReportMetric(float64(heap()-before)/float64(pods), "B/pod")
+			runtime.KeepAlive(store)
+		}
+	})
+	b.Run("declared-fields", func(b *testing.B) {
+		for b.Loop() {
+			before, offBefore := heap(), OffHeapBytes()
+			store := newObjectStore(newLabelIndex(spec.LabelIndex))
+			keep := newKeeper(podResource, spec.Fields)
+			kept := 0
+			for i := range pods {
+				obj, err := keep.transform(make(i))
+				if err != nil {
+					b.Fatal(err)
+				}
+				kept += len(obj.(*cachedObject).raw)
+				if err := store.Add(obj); err != nil {
+					b.Fatal(err)
+				}
+			}
+			onHeap, offHeap := float64(heap()-before), float64(OffHeapBytes()-offBefore)
+			b.ReportMetric((onHeap+offHeap)/float64(pods), "B/pod")
+			b.ReportMetric(onHeap/float64(pods), "heap-B/pod")
+			b.ReportMetric(float64(kept)/float64(pods), "kept-B/pod")
+			sel := labels.SelectorFromSet(labels.Set{"applicationId": "app-77"})
+			items, err := store.list("", sel, fields.Everything())
+			if err != nil || len(items) != 10 {
+				b.Fatalf("%d Pods of one application (%v)", len(items), err)
+			}
+			if n := store.candidateCount("", sel); n != 10 {
+				b.Fatalf("%d candidates for one application", n)
+			}
+			notKey, _ := labels.Parse("!spark-app-selector")
+			items, err = store.list("ns-0077", notKey, fields.Everything())
+			if err != nil || len(items) != pods/1000 {
+				b.Fatalf("%d Pods in one namespace (%v)", len(items), err)
+			}
+			runtime.KeepAlive(store)
+			store.close()
+		}
+	})
 }

@@ -100,8 +100,7 @@ type scopeKey struct {
 // is nil. A scope that has not synced within SyncTimeout holds that error,
 // so that admissions fail fast instead of each waiting, until it syncs.
 type scope struct {
-	store  cache.Indexer
-	labels *labelIndex
+	store  *objectStore
 	synced chan struct{}
 	err    error
 }
@@ -180,7 +179,9 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	return c, nil
 }
 
-// Close stops the informers.
+// Close stops the informers. Their caches still answer reads (the
+// reviews in flight while serve stops); their memory goes with the
+// Cluster.
 func (c *Cluster) Close() { c.stop() }
 
 func (c *Cluster) kind(r Resource) (kindInfo, error) {
@@ -269,17 +270,38 @@ func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 	if ns != "" {
 		ri = c.dynamic.Resource(k.gvr).Namespace(ns)
 	}
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
-	li := newLabelIndex(spec.LabelIndex)
-	if li != nil {
-		indexers[labelIndexName] = li.index
-	}
-	inf := cache.NewSharedIndexInformerWithOptions(
-		cache.ToListWatcherWithWatchListSemantics(pagedListWatch(ri, keep), c.dynamic),
-		&unstructured.Unstructured{},
-		cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: r.String() + inNamespace(ns)})
-	_ = inf.SetTransform(keep.transform) // fails only once started
-	s := &scope{store: inf.GetIndexer(), labels: li, synced: make(chan struct{})}
+	store := newObjectStore(newLabelIndex(spec.LabelIndex))
+	// The informer's parts, with this store instead of client-go's
+	// indexer: each object is pruned (transform) as the queue takes it,
+	// and only its kept JSON, packed, stays.
+	queue := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
+		KeyFunction: storeKey, KnownObjects: store, Transformer: keep.transform})
+	inf := cache.New(&cache.Config{
+		Queue:             queue,
+		ListerWatcher:     cache.ToListWatcherWithWatchListSemantics(pagedListWatch(ri, keep), c.dynamic),
+		ObjectType:        &unstructured.Unstructured{},
+		ObjectDescription: r.String() + inNamespace(ns),
+		Process: func(obj any, _ bool) error {
+			deltas, ok := obj.(cache.Deltas)
+			if !ok {
+				return fmt.Errorf("watch %s%s: the queue gave a %T, not deltas", r, inNamespace(ns), obj)
+			}
+			for _, d := range deltas {
+				var err error
+				switch d.Type {
+				case cache.Deleted:
+					err = store.Delete(d.Object)
+				default: // Added, Updated, Replaced, Sync
+					err = store.Update(d.Object)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+	s := &scope{store: store, synced: make(chan struct{})}
 	go inf.RunWithContext(ctx)
 	began := time.Now()
 	go func() {
@@ -306,7 +328,7 @@ func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 			close(s.synced)
 		}
 		c.opts.Logger.Info("watching for the policy", "resource", r.String(), "namespace", ns,
-			"objects", len(inf.GetIndexer().ListKeys()), "sync_ms", time.Since(began).Milliseconds())
+			"objects", store.size(), "sync_ms", time.Since(began).Milliseconds())
 	}()
 	return s
 }
@@ -383,18 +405,21 @@ func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, f
 	if err != nil {
 		return nil, err
 	}
-	key := name
-	if k.namespaced {
-		key = namespace + "/" + name
+	if !k.namespaced {
+		namespace = ""
 	}
-	item, ok, err := s.store.GetByKey(key)
+	raw, ok, err := s.store.get(namespace, name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("get %s %s/%s: %w", r, namespace, name, err)
 	}
 	if !ok {
+		key := name
+		if namespace != "" {
+			key = namespace + "/" + name
+		}
 		return nil, fmt.Errorf("%s %s: %w", r, key, ErrNotFound)
 	}
-	return item.(*cachedObject).raw, nil
+	return raw, nil
 }
 
 // List implements Backend, from the watch cache: the objects of the
@@ -408,20 +433,13 @@ func (c *Cluster) List(ctx context.Context, r Resource, namespace string, l labe
 	if err != nil {
 		return nil, err
 	}
-	items, err := candidates(s.store, s.labels, namespace, l)
+	items, err := s.store.list(namespace, l, f)
 	if err != nil {
 		return nil, err
 	}
-	var out []json.RawMessage
-	for _, it := range items {
-		o := it.(*cachedObject)
-		ok, err := matchCached(o, namespace, l, f)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, o.raw)
-		}
+	out := make([]json.RawMessage, len(items))
+	for i, raw := range items {
+		out[i] = raw
 	}
 	return out, nil
 }

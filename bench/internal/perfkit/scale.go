@@ -37,6 +37,7 @@ type ScaleResult struct {
 	RSSLoadMiB  float64 `json:"rss_load_mib"`
 	RSSPeakMiB  float64 `json:"rss_peak_mib"`
 	HeapMiB     float64 `json:"heap_mib"`
+	CacheMiB    float64 `json:"cache_offheap_mib"`
 	GoMemLimit  string  `json:"gomemlimit,omitempty"`
 	Watches     int     `json:"watches"`
 	Rate        int     `json:"rate"`
@@ -99,6 +100,7 @@ func scaleChart(rs []ScaleResult) (*figure, string) {
 		rss := series{name: "RSS after the load, " + name, color: palette[0], glyph: g, dashed: i > 0}
 		peak := series{name: "peak RSS (VmHWM), " + name, color: palette[1], glyph: g, dashed: i > 0}
 		heap := series{name: "Go heap in use, " + name, color: palette[2], glyph: g, dashed: i > 0}
+		cache := series{name: "watch caches off the Go heap, " + name, color: palette[3], glyph: g, dashed: i > 0}
 		p50 := series{name: "p50, " + name, color: palette[0], glyph: g, dashed: i > 0}
 		p99 := series{name: "p99, " + name, color: palette[1], glyph: g, dashed: i > 0}
 		for _, r := range rs {
@@ -109,11 +111,16 @@ func scaleChart(rs []ScaleResult) (*figure, string) {
 			rss.points = append(rss.points, plotter.XY{X: x, Y: r.RSSLoadMiB})
 			peak.points = append(peak.points, plotter.XY{X: x, Y: r.RSSPeakMiB})
 			heap.points = append(heap.points, plotter.XY{X: x, Y: r.HeapMiB})
+			if r.CacheMiB > 0 {
+				cache.points = append(cache.points, plotter.XY{X: x, Y: r.CacheMiB})
+			}
 			p50.points = append(p50.points, plotter.XY{X: x, Y: r.P50MS})
 			p99.points = append(p99.points, plotter.XY{X: x, Y: r.P99MS})
 		}
-		for _, s := range []series{rss, peak, heap} {
-			_ = addSeries(top, s, false)
+		for _, s := range []series{rss, peak, heap, cache} {
+			if len(s.points) > 0 {
+				_ = addSeries(top, s, false)
+			}
 		}
 		_ = addSeries(bottom, p50, false)
 		_ = addSeries(bottom, p99, false)

@@ -65,7 +65,10 @@ type Result struct {
 	// HeapMiB is the Go heap in use after the load (serve's
 	// go_memstats_heap_inuse_bytes); GoMemLimit the GOMEMLIMIT serve ran
 	// with ("" none).
-	HeapMiB    float64 `json:"heap_mib"`
+	HeapMiB float64 `json:"heap_mib"`
+	// CacheMiB is what the watch caches hold outside the Go heap after
+	// the load (serve's yunikorn_userinfo_cache_offheap_bytes).
+	CacheMiB   float64 `json:"cache_offheap_mib"`
 	GoMemLimit string  `json:"gomemlimit,omitempty"`
 	// Watches: the API server's Pod watches opened by the replica.
 	Watches int `json:"watches"`
@@ -207,7 +210,7 @@ func run(ctx context.Context) error {
 				return fmt.Errorf("%d pods: %w", n, err)
 			}
 			log.Info("step", "pods", n, "gomemlimit", limit, "ready_ms", r.ReadyMS, "sync_ms", r.SyncMS, "rss_mib", r.RSSLoadMiB, "peak_mib", r.RSSPeakMiB,
-				"heap_mib", r.HeapMiB, "watches", r.Watches, "p50_ms", r.P50MS, "p99_ms", r.P99MS, "allowed", r.Allowed, "denied", r.Denied, "errors", r.Errors)
+				"heap_mib", r.HeapMiB, "cache_offheap_mib", r.CacheMiB, "watches", r.Watches, "p50_ms", r.P50MS, "p99_ms", r.P99MS, "allowed", r.Allowed, "denied", r.Denied, "errors", r.Errors)
 			results = append(results, r)
 		}
 		if err := write(o.out, results); err != nil {
@@ -410,13 +413,14 @@ func measure(ctx context.Context, c *cluster.Cluster, r *Result, o options, f *f
 	if r.RSSLoadMiB, r.RSSPeakMiB, err = rss(pid); err != nil {
 		return err
 	}
-	r.HeapMiB = heapInUse(ctx, w.Process.Args)
+	r.HeapMiB = metricMiB(ctx, w.Process.Args, "go_memstats_heap_inuse_bytes")
+	r.CacheMiB = metricMiB(ctx, w.Process.Args, "yunikorn_userinfo_cache_offheap_bytes")
 	return nil
 }
 
-// heapInUse reads go_memstats_heap_inuse_bytes from serve's metrics
-// address (its --metrics-listen), in MiB; 0 when it cannot.
-func heapInUse(ctx context.Context, args []string) float64 {
+// metricMiB reads a gauge of bytes from serve's metrics address (its
+// --metrics-listen), in MiB; 0 when it cannot.
+func metricMiB(ctx context.Context, args []string, name string) float64 {
 	i := slices.Index(args, "--metrics-listen")
 	if i < 0 || i+1 >= len(args) {
 		return 0
@@ -432,7 +436,7 @@ func heapInUse(ctx context.Context, args []string) float64 {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, l := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(l, "go_memstats_heap_inuse_bytes "); ok {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			b, _ := strconv.ParseFloat(v, 64)
 			return b / (1 << 20)
 		}
@@ -517,7 +521,9 @@ func reviews(f *filler, n int) [][]byte {
 			meta := obj["metadata"].(map[string]any)
 			meta["annotations"] = map[string]any{"yunikorn.apache.org/user.info": userInfo(p.user)}
 			meta["ownerReferences"] = []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": p.name, "uid": p.uid, "controller": true}}
-			user = map[string]any{"username": "system:serviceaccount:" + p.ns + ":driver", "groups": []any{"system:serviceaccounts", "system:authenticated"},
+			// The bound token of a Pod is its service account's: the API
+			// server gives every bench Pod "default".
+			user = map[string]any{"username": "system:serviceaccount:" + p.ns + ":default", "groups": []any{"system:serviceaccounts", "system:authenticated"},
 				"extra": map[string]any{"authentication.kubernetes.io/pod-name": []any{p.name}, "authentication.kubernetes.io/pod-uid": []any{p.uid}}}
 		}
 		req = map[string]any{"uid": uid, "kind": map[string]any{"group": "", "version": "v1", "kind": "Pod"},
