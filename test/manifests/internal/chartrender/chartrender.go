@@ -37,6 +37,21 @@ type Options struct {
 
 // RenderWith is Render with options.
 func RenderWith(dir string, values map[string]any, release, namespace string, o Options) ([]byte, error) {
+	out, err := RenderFiles(dir, values, release, namespace, o)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", name, strings.TrimSpace(out[name]))
+	}
+	return []byte(b.String()), nil
+}
+
+// RenderFiles renders the chart as RenderWith does, as Helm's engine
+// returns it: the rendering of each template by its path (the input of
+// Helm's own manifest and hook sorting), NOTES.txt and empty ones left out.
+func RenderFiles(dir string, values map[string]any, release, namespace string, o Options) (map[string]string, error) {
 	chrt, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", dir, err)
@@ -53,12 +68,10 @@ func RenderWith(dir string, values map[string]any, release, namespace string, o 
 	if err != nil {
 		return nil, fmt.Errorf("render chart: %w", err)
 	}
-	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(out)) {
-		if strings.HasSuffix(name, "NOTES.txt") || strings.TrimSpace(out[name]) == "" {
-			continue
+	for name, s := range out {
+		if strings.HasSuffix(name, "NOTES.txt") || strings.TrimSpace(s) == "" {
+			delete(out, name)
 		}
-		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", name, strings.TrimSpace(out[name]))
 	}
-	return []byte(b.String()), nil
+	return out, nil
 }
