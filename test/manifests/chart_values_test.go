@@ -2,11 +2,14 @@ package manifests
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/Masterminds/semver/v3"
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	policiesv1 "github.com/kubewarden/adm-controller/api/policies/v1"
 	"github.com/stretchr/testify/assert"
@@ -564,4 +567,41 @@ func TestChart_uninstallOrder(t *testing.T) {
 	assert.ElementsMatch(t, []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}, kinds[:2], "deleted first: %v", kinds)
 	assert.Less(t, slices.Index(kinds, "MutatingWebhookConfiguration"), slices.Index(kinds, "Deployment"))
 	assert.Less(t, slices.Index(kinds, "MutatingWebhookConfiguration"), slices.Index(kinds, "Service"))
+}
+
+// TestChart_kubeVersionIsTested: Chart.yaml claims exactly the Kubernetes
+// minor version the end-to-end suite runs (its kube-apiserver is built from
+// e2e/go.mod's k8s.io/kubernetes pin), and none older: widening the claim
+// takes a test on the older version (docs/UPGRADING.md, "Kubernetes
+// versions").
+func TestChart_kubeVersionIsTested(t *testing.T) {
+	t.Parallel()
+	gomod, err := os.ReadFile(filepath.Join(repoRoot, "e2e", "go.mod"))
+	require.NoError(t, err)
+	var tested string
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "k8s.io/kubernetes" {
+			tested = f[1]
+		}
+	}
+	require.NotEmpty(t, tested, "e2e/go.mod pins k8s.io/kubernetes")
+	v, err := semver.NewVersion(tested)
+	require.NoError(t, err)
+
+	data, err := os.ReadFile(filepath.Join(repoRoot, chartDir, "Chart.yaml"))
+	require.NoError(t, err)
+	var md struct {
+		KubeVersion string `json:"kubeVersion"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &md))
+	c, err := semver.NewConstraint(md.KubeVersion)
+	require.NoError(t, err)
+	assert.True(t, c.Check(v), "kubeVersion %q admits the tested %s", md.KubeVersion, tested)
+	// As the API server reports itself on managed clusters, with a suffix.
+	eks, err := semver.NewVersion(fmt.Sprintf("v%d.%d.%d-eks-1a2b3c", v.Major(), v.Minor(), v.Patch()))
+	require.NoError(t, err)
+	assert.True(t, c.Check(eks), "kubeVersion %q admits %s", md.KubeVersion, eks)
+	older, err := semver.NewVersion(fmt.Sprintf("v%d.%d.99", v.Major(), v.Minor()-1))
+	require.NoError(t, err)
+	assert.False(t, c.Check(older), "kubeVersion %q claims the untested %s", md.KubeVersion, older)
 }
