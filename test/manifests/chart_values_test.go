@@ -605,3 +605,27 @@ func TestChart_kubeVersionIsTested(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, c.Check(older), "kubeVersion %q claims the untested %s", md.KubeVersion, older)
 }
+
+// TestChart_notes: NOTES.txt renders in both modes and says what the
+// operator must know about the gate, one replica and host networking.
+func TestChart_notes(t *testing.T) {
+	t.Parallel()
+	notes := func(y string, upgrade bool) string {
+		t.Helper()
+		files, err := chartrender.RenderFiles(filepath.Join(repoRoot, chartDir), values(t, y), "yunikorn-userinfo", "yunikorn-userinfo",
+			chartrender.Options{Notes: true, Upgrade: upgrade})
+		require.NoError(t, err)
+		n, ok := files["yunikorn-userinfo/templates/NOTES.txt"]
+		require.True(t, ok)
+		return n
+	}
+	n := notes("", false)
+	assert.Contains(t, n, "registered with failurePolicy Ignore")
+	assert.Contains(t, n, "yunikorn-userinfo-registration")
+	assert.NotContains(t, n, "One replica")
+	assert.NotContains(t, notes("", true), "registered with failurePolicy Ignore", "helm upgrade runs no gate")
+	n = notes("replicas: 1\nhostNetwork: true\nwebhookPort: 10443", false)
+	assert.Contains(t, n, "One replica: no PodDisruptionBudget")
+	assert.Contains(t, n, "ports 10443 and 9090")
+	assert.Contains(t, notes("mode: kubewarden", false), "ClusterAdmissionPolicy yunikorn-user-info")
+}

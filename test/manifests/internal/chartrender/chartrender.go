@@ -33,6 +33,8 @@ type Options struct {
 	// --skip-schema-validation` does: the chart's own checks must still
 	// refuse broken values.
 	SkipSchema bool
+	// Notes keeps NOTES.txt in RenderFiles' answer.
+	Notes bool
 }
 
 // RenderWith is Render with options.
@@ -69,7 +71,7 @@ func RenderFiles(dir string, values map[string]any, release, namespace string, o
 		return nil, fmt.Errorf("render chart: %w", err)
 	}
 	for name, s := range out {
-		if strings.HasSuffix(name, "NOTES.txt") || strings.TrimSpace(s) == "" {
+		if (strings.HasSuffix(name, "NOTES.txt") && !o.Notes) || strings.TrimSpace(s) == "" {
 			delete(out, name)
 		}
 	}
