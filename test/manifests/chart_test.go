@@ -254,6 +254,10 @@ func TestChart_matrix(t *testing.T) {
 			t.Parallel()
 			var values map[string]any
 			require.NoError(t, yaml.Unmarshal([]byte(tc.values), &values))
+			// The first install's rendering (the registration gate's hooks
+			// among it) decodes strictly too; the checks below are on the
+			// steady state.
+			mustRenderInstall(t, values, tc.release, tc.namespace)
 			ms := mustRender(t, values, tc.release, tc.namespace)
 			var (
 				mwcs    []*admissionregistrationv1.MutatingWebhookConfiguration
