@@ -208,11 +208,13 @@ soak: build loadgen ## Soak at a fixed rate (RATE=1000, DURATION=10m): RSS and g
 E2E_TIMEOUT ?= 30m
 
 .PHONY: chart-render
-chart-render: ## Render the Helm chart (standalone and Kubewarden variants, default values) into build/chart with Helm's libraries, as make e2e installs it
+chart-render: ## Render the Helm chart (standalone and Kubewarden variants, default values) into build/chart with Helm's libraries, as make e2e installs it (the steady state, as helm upgrade renders it; install.yaml: a first install, with the registration gate)
 	@mkdir -p $(BUILD)/chart
-	cd test/manifests && $(GO) run ./cmd/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(CURDIR)/$(BUILD)/chart/standalone.yaml && \
-	  $(GO) run ./cmd/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: kubewarden' -out $(CURDIR)/$(BUILD)/chart/kubewarden.yaml && \
-	  $(GO) run ./cmd/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -values "$$(cat $(CURDIR)/e2e/operators/values.yaml)" -out $(CURDIR)/$(BUILD)/chart/operators.yaml
+	cd test/manifests && $(GO) build -o $(CURDIR)/$(BUILD)/chartrender ./cmd/chartrender
+	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/standalone.yaml
+	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: kubewarden' -out $(BUILD)/chart/kubewarden.yaml
+	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values "$$(cat e2e/operators/values.yaml)" -out $(BUILD)/chart/operators.yaml
+	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 
 .PHONY: e2e
 e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1 (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold)

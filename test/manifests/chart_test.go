@@ -62,11 +62,24 @@ func checkChartFile(t *testing.T, rel string, data []byte) {
 	}
 }
 
-// render renders the chart as `helm template` does and decodes every
+// render renders the chart as `helm upgrade` does (the steady state:
+// what deploy/ holds and the real-cluster suite installs) and decodes every
 // document strictly.
 func render(t *testing.T, values map[string]any, release, namespace string) ([]manifest, error) {
 	t.Helper()
-	out, err := chartrender.Render(filepath.Join(repoRoot, chartDir), values, release, namespace)
+	return renderWith(t, values, release, namespace, chartrender.Options{Upgrade: true})
+}
+
+// renderInstall renders the chart as `helm install` and `helm template` do:
+// a first install, with the registration gate.
+func renderInstall(t *testing.T, values map[string]any, release, namespace string) ([]manifest, error) {
+	t.Helper()
+	return renderWith(t, values, release, namespace, chartrender.Options{})
+}
+
+func renderWith(t *testing.T, values map[string]any, release, namespace string, o chartrender.Options) ([]manifest, error) {
+	t.Helper()
+	out, err := chartrender.RenderWith(filepath.Join(repoRoot, chartDir), values, release, namespace, o)
 	if err != nil {
 		return nil, err
 	}
@@ -278,6 +291,10 @@ func TestChart_matrix(t *testing.T) {
 			t.Parallel()
 			var values map[string]any
 			require.NoError(t, yaml.Unmarshal([]byte(tc.values), &values))
+			// The first install's rendering (the registration gate's hooks
+			// among it) decodes strictly too; the checks below are on the
+			// steady state.
+			mustRenderInstall(t, values, tc.release, tc.namespace)
 			ms := mustRender(t, values, tc.release, tc.namespace)
 			ms = checkConfigValidation(t, ms, values, tc.namespace)
 			var (

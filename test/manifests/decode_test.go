@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -50,6 +51,7 @@ var kinds = map[schema.GroupVersionKind]kind{
 	corev1.SchemeGroupVersion.WithKind("ConfigMap"):                                       {new: func() any { return &corev1.ConfigMap{} }, namespaced: true},
 	corev1.SchemeGroupVersion.WithKind("Service"):                                         {new: func() any { return &corev1.Service{} }, namespaced: true},
 	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                      {new: func() any { return &appsv1.Deployment{} }, namespaced: true},
+	batchv1.SchemeGroupVersion.WithKind("Job"):                                            {new: func() any { return &batchv1.Job{} }, namespaced: true},
 	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"):                             {new: func() any { return &networkingv1.NetworkPolicy{} }, namespaced: true},
 	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                           {new: func() any { return &policyv1.PodDisruptionBudget{} }, namespaced: true},
 	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"):   {new: func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} }},

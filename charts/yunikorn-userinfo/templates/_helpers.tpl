@@ -69,17 +69,116 @@ app.kubernetes.io/component: webhook
 {{- if hasKey .Values.settings "validateOnly" -}}
 {{- fail "settings.validateOnly: set validatingTwin instead; the chart gives validateOnly to the twin only" -}}
 {{- end -}}
+{{- if eq (int .Values.webhookPort) (int .Values.metricsPort) -}}
+{{- fail (printf "webhookPort and metricsPort: both are %v; serve cannot listen twice on one port" .Values.webhookPort) -}}
+{{- end -}}
+{{- $pdb := .Values.podDisruptionBudget -}}
+{{- if and $pdb.enabled (ge (int .Values.replicas) 2) -}}
+{{- if and (kindIs "string" $pdb.minAvailable) (eq (toString $pdb.minAvailable) "100%") -}}
+{{- fail "podDisruptionBudget.minAvailable: 100% would forbid every eviction, so no node running the webhook could be drained" -}}
+{{- else if and (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int .Values.replicas)) -}}
+{{- fail (printf "podDisruptionBudget.minAvailable: %v with %v replicas would forbid every eviction, so no node running the webhook could be drained; use fewer than replicas" $pdb.minAvailable .Values.replicas) -}}
+{{- end -}}
+{{- end -}}
+{{- $vc := .Values.kubewarden.policyServer.verification -}}
+{{- if and $vc.config (not .Values.kubewarden.policyServer.create) -}}
+{{- fail "kubewarden.policyServer.verification.config: the chart creates the verification ConfigMap only for a PolicyServer of its own (kubewarden.policyServer.create)" -}}
+{{- end -}}
+{{- include "yunikorn-userinfo.checkRegexes" . -}}
 {{- end -}}
 
 {{/*
-The namespace selector of every webhook: kube-system (by default) and the
-release's own namespace are never sent to the webhook.
+Every regular-expression setting compiled with Go's regexp (RE2, the
+dialect of the policy: TinyGo's regexp is Go's), so a pattern that does not
+compile fails `helm install`/`helm template` rather than the running
+webhook's settings validation. values.schema.json checks the same with
+"format": "regex" (Helm validates it with Go's regexp too); this is for
+--skip-schema-validation. A template named after each value does the
+compiling, so that the error names the value: Helm's message reads
+`executing "settings.systemUsers: a pattern is not a Go regular expression"
+at <mustRegexMatch . "">: error calling mustRegexMatch: error parsing
+regexp: ...`. A setting written as one comma-separated string is compiled
+whole (a list of valid patterns joined by commas compiles too).
+*/}}
+{{- define "yunikorn-userinfo.checkRegexes" -}}
+{{- $s := .Values.settings -}}
+{{- $checks := list
+  (list "systemUsers" $s.systemUsers)
+  (list "externalUsers" $s.externalUsers)
+  (list "externalGroups" $s.externalGroups)
+  (list "schedulerUsers" $s.schedulerUsers) -}}
+{{- if kindIs "map" $s.recordedGroups -}}
+{{- $checks = append $checks (list "recordedGroups.include" $s.recordedGroups.include) -}}
+{{- $checks = append $checks (list "recordedGroups.exclude" $s.recordedGroups.exclude) -}}
+{{- end -}}
+{{- if kindIs "map" $s.scheduling -}}
+{{- range $k := list "processNamespaces" "bypassNamespaces" "labelNamespaces" "noLabelNamespaces" -}}
+{{- $checks = append $checks (list (printf "scheduling.%s" $k) (get $s.scheduling $k)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $c := $checks -}}
+{{- $v := index $c 1 -}}
+{{- if kindIs "string" $v }}{{ $v = list $v }}{{ end -}}
+{{- if kindIs "slice" $v -}}
+{{- range $p := $v -}}
+{{- include (printf "settings.%s: a pattern is not a Go regular expression" (index $c 0)) (toString $p) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $i, $e := ($s.workloads | default list) -}}
+{{- if kindIs "map" $e -}}
+{{- $ops := $e.operators -}}
+{{- if kindIs "string" $ops }}{{ $ops = list $ops }}{{ end -}}
+{{- range $p := ($ops | default list) -}}
+{{- include "settings.workloads[].operators: a pattern is not a Go regular expression" (toString $p) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- define "settings.systemUsers: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.externalUsers: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.externalGroups: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.schedulerUsers: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.recordedGroups.include: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.recordedGroups.exclude: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.scheduling.processNamespaces: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.scheduling.bypassNamespaces: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.scheduling.labelNamespaces: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.scheduling.noLabelNamespaces: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.workloads[].operators: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+
+{{/*
+The namespace selector of every webhook: excludedNamespaces (kube-system
+and cert-manager by default) and the release's own namespace are never
+sent to the webhook; namespaceSelector's expressions and labels narrow it
+further (all must hold). Called with (list $ "own-namespace").
 */}}
 {{- define "yunikorn-userinfo.namespaceSelector" -}}
-matchExpressions:
-  - key: kubernetes.io/metadata.name
-    operator: NotIn
-    values: {{ concat .Values.excludedNamespaces (list .Release.Namespace) | uniq | toJson }}
+{{- $root := index . 0 -}}
+{{- $own := index . 1 -}}
+{{- $sel := $root.Values.namespaceSelector | default (dict) -}}
+{{- $byName := dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (concat $root.Values.excludedNamespaces (list $own) | uniq) -}}
+{{- $out := dict "matchExpressions" (prepend ($sel.matchExpressions | default list) $byName) -}}
+{{- with $sel.matchLabels }}{{ $_ := set $out "matchLabels" . }}{{ end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* The failurePolicy the webhook configurations are created with: on a
+first install with the registration gate, Ignore until the gate's Job has
+seen the webhook serve (README "Install ordering"); else the value. */}}
+{{- define "yunikorn-userinfo.registeredFailurePolicy" -}}
+{{- if include "yunikorn-userinfo.gated" . -}}
+Ignore
+{{- else -}}
+{{ .Values.failurePolicy }}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether this rendering registers the webhooks behind the gate: a first
+install (helm install, helm template) of the standalone webhook that fails
+closed, with registrationGate.enabled. */}}
+{{- define "yunikorn-userinfo.gated" -}}
+{{- if and (eq .Values.mode "standalone") .Values.registrationGate.enabled .Release.IsInstall (eq .Values.failurePolicy "Fail") }}true{{ end -}}
 {{- end -}}
 
 {{/* The access trustRBAC asks (docs/BEHAVIOUR.md §3.1) as a dict, or an
@@ -191,4 +290,35 @@ would refuse the placeholder. */ -}}
 {{- $su := ternary .Values.settings.schedulerUsers true (hasKey .Values.settings "schedulerUsers") -}}
 {{- if and $su (include "yunikorn-userinfo.queueCheckNamespace" .) }}{{ $reads = append $reads $pod }}{{ end -}}
 {{- toJson (dict "rules" $rules "reads" (uniq $reads)) -}}
+{{- end -}}
+
+{{/* The PolicyServer's verification ConfigMap: the one named, else, when the
+chart creates it from verification.config, RELEASE-verification. */}}
+{{- define "yunikorn-userinfo.verificationConfigMap" -}}
+{{- $v := .Values.kubewarden.policyServer.verification -}}
+{{- if $v.configMapName -}}
+{{ $v.configMapName }}
+{{- else if $v.config -}}
+{{ include "yunikorn-userinfo.fullname" . }}-verification
+{{- end -}}
+{{- end -}}
+
+{{/* What every container of the registration gate's Job shares: kubectl
+(the image's entrypoint) as nobody, with only /tmp writable for its cache. */}}
+{{- define "yunikorn-userinfo.gateContainer" -}}
+imagePullPolicy: IfNotPresent
+{{- with .resources }}
+resources:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  runAsNonRoot: true
+  readOnlyRootFilesystem: true
+  allowPrivilegeEscalation: false
+  capabilities:
+    drop:
+      - ALL
+volumeMounts:
+  - name: tmp
+    mountPath: /tmp
 {{- end -}}

@@ -16,15 +16,53 @@ import (
 )
 
 // Render renders the chart in dir for a release named release in
-// namespace, with values over the chart's defaults. It returns the rendered
-// manifests in template order, as one YAML stream, NOTES.txt left out.
+// namespace, with values over the chart's defaults, as a first install
+// (`helm install`, `helm template`). It returns the rendered manifests in
+// template order, as one YAML stream, NOTES.txt left out.
 func Render(dir string, values map[string]any, release, namespace string) ([]byte, error) {
+	return RenderWith(dir, values, release, namespace, Options{})
+}
+
+// Options are the ways a rendering differs from `helm template`'s.
+type Options struct {
+	// Upgrade renders as `helm upgrade` does (revision 2, .Release.IsUpgrade):
+	// the steady state, which deploy/ holds and the real-cluster suite
+	// installs.
+	Upgrade bool
+	// SkipSchema leaves out values.schema.json, as `helm install
+	// --skip-schema-validation` does: the chart's own checks must still
+	// refuse broken values.
+	SkipSchema bool
+	// Notes keeps NOTES.txt in RenderFiles' answer.
+	Notes bool
+}
+
+// RenderWith is Render with options.
+func RenderWith(dir string, values map[string]any, release, namespace string, o Options) ([]byte, error) {
+	out, err := RenderFiles(dir, values, release, namespace, o)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", name, strings.TrimSpace(out[name]))
+	}
+	return []byte(b.String()), nil
+}
+
+// RenderFiles renders the chart as RenderWith does, as Helm's engine
+// returns it: the rendering of each template by its path (the input of
+// Helm's own manifest and hook sorting), NOTES.txt and empty ones left out.
+func RenderFiles(dir string, values map[string]any, release, namespace string, o Options) (map[string]string, error) {
 	chrt, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", dir, err)
 	}
 	opts := chartcommon.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
-	vals, err := chartutil.ToRenderValues(chrt, values, opts, chartcommon.DefaultCapabilities.Copy())
+	if o.Upgrade {
+		opts = chartcommon.ReleaseOptions{Name: release, Namespace: namespace, Revision: 2, IsUpgrade: true}
+	}
+	vals, err := chartutil.ToRenderValuesWithSchemaValidation(chrt, values, opts, chartcommon.DefaultCapabilities.Copy(), o.SkipSchema)
 	if err != nil {
 		return nil, fmt.Errorf("chart values: %w", err)
 	}
@@ -32,12 +70,10 @@ func Render(dir string, values map[string]any, release, namespace string) ([]byt
 	if err != nil {
 		return nil, fmt.Errorf("render chart: %w", err)
 	}
-	var b strings.Builder
-	for _, name := range slices.Sorted(maps.Keys(out)) {
-		if strings.HasSuffix(name, "NOTES.txt") || strings.TrimSpace(out[name]) == "" {
-			continue
+	for name, s := range out {
+		if (strings.HasSuffix(name, "NOTES.txt") && !o.Notes) || strings.TrimSpace(s) == "" {
+			delete(out, name)
 		}
-		fmt.Fprintf(&b, "---\n# Source: %s\n%s\n", name, strings.TrimSpace(out[name]))
 	}
-	return []byte(b.String()), nil
+	return out, nil
 }
