@@ -121,9 +121,35 @@ func TestRun_findings(t *testing.T) {
 	// Passed: team web-1-a, web-1-c; a first; b third; gen g1, u1.
 	assert.Equal(t, map[string]int{"team": 3, "a": 1, "b": 1, "gen": 2}, r.Passed)
 
+	// Application shared spans namespaces a and b: also one cluster-wide
+	// finding naming both users and both namespaces. web and the generated
+	// application are in one namespace each.
+	assert.True(t, r.AllNamespaces)
+	assert.Equal(t, 1, r.CrossNamespaceApps)
+	require.Len(t, r.ClusterFindings, 1)
+	cf := r.ClusterFindings[0]
+	assert.Equal(t, RuleSharedAppID, cf.Rule)
+	assert.Equal(t, "shared", cf.AppID)
+	assert.Equal(t, []string{"a", "b"}, cf.Namespaces)
+	require.Len(t, cf.Users, 2)
+	assert.Equal(t, AppUser{User: "ann", Pods: 2, Namespaces: []string{"a", "b"},
+		Oldest: Resource{APIVersion: "v1", Kind: "Pod", Namespace: "a", Name: "first", UID: "a-first"}}, cf.Users[0])
+	assert.Equal(t, "ben", cf.Users[1].User)
+	assert.Equal(t, []string{"b"}, cf.Users[1].Namespaces)
+	assert.Equal(t, `application shared (YuniKorn's application IDs are cluster-wide) has Pods in namespaces a, b naming 2 users: `+
+		`"ann" (owner: 2 pods in a, b, oldest a/first), "ben" (1 pods in b, oldest b/second)`, cf.Message)
+
 	var table bytes.Buffer
 	require.NoError(t, r.WriteTable(&table))
-	assert.Contains(t, table.String(), "8 findings; audited")
+	assert.Contains(t, table.String(), "8 findings and 1 cluster-wide; audited")
+	assert.Contains(t, table.String(), "(cluster)  Application  shared   application-id-shared     ann,ben")
+
+	// One namespace: applications are not seen whole, nothing cluster-wide.
+	r, err = Run(t.Context(), cs, Options{Namespace: "b"})
+	require.NoError(t, err)
+	assert.False(t, r.AllNamespaces)
+	assert.Empty(t, r.ClusterFindings)
+	assert.Nil(t, r.ClusterPolicyReport(t0))
 }
 
 // The pager follows Continue tokens to the end, one request a page, with
