@@ -199,6 +199,9 @@ func Run(ctx context.Context, cs kubernetes.Interface, opts Options) (*Report, e
 		namespaces: map[string]string{},
 		gvrs:       map[workloads.KindRef]schema.GroupVersionResource{},
 	}
+	if err := s.resolveKinds(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.workloads(ctx); err != nil {
 		return nil, err
 	}

@@ -301,3 +301,81 @@ func TestRun_ownerUnread(t *testing.T) {
 	assert.Empty(t, r.Findings)
 	assert.Equal(t, 1, r.OwnersUnread)
 }
+
+// The ClusterPolicyReport: a fail result per application that spans
+// namespaces with several users, naming every user's oldest Pod; the
+// applications across namespaces with one user count as pass. ApplyCluster
+// creates, replaces, and deletes it when nothing cluster-wide is left
+// (only its own).
+func TestClusterPolicyReport(t *testing.T) {
+	cs := fake.NewClientset(
+		pod("a", "p1", ui("ann"), map[string]string{"applicationId": "x"}, 1),
+		pod("b", "p2", ui("ben"), map[string]string{"applicationId": "x"}, 2),
+		pod("c", "p3", ui("cy"), map[string]string{"applicationId": "x"}, 3),
+		pod("a", "q1", ui("ann"), map[string]string{"applicationId": "y"}, 4),
+		pod("b", "q2", ui("ann"), map[string]string{"applicationId": "y"}, 5),
+	)
+	r, err := Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, r.CrossNamespaceApps)
+	cpr := r.ClusterPolicyReport(t0)
+	require.NotNil(t, cpr)
+	assert.Equal(t, "ClusterPolicyReport", cpr.GetKind())
+	assert.Equal(t, "wgpolicyk8s.io/v1alpha2", cpr.GetAPIVersion())
+	assert.Equal(t, ReportName, cpr.GetName())
+	assert.Empty(t, cpr.GetNamespace())
+	assert.Equal(t, map[string]string{"app.kubernetes.io/managed-by": ReportSource}, cpr.GetLabels())
+	summary, _, _ := unstructured.NestedMap(cpr.Object, "summary")
+	assert.Equal(t, map[string]any{"pass": int64(1), "fail": int64(1), "warn": int64(0), "error": int64(0), "skip": int64(0)}, summary)
+	results, _, _ := unstructured.NestedSlice(cpr.Object, "results")
+	require.Len(t, results, 1)
+	res := results[0].(map[string]any)
+	assert.Equal(t, RuleSharedAppID, res["rule"])
+	assert.Equal(t, "fail", res["result"])
+	assert.Equal(t, map[string]any{"applicationId": "x", "users": "ann,ben,cy", "namespaces": "a,b,c", "owner": "ann"}, res["properties"])
+	assert.Equal(t, []any{
+		map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "p1", "namespace": "a", "uid": "a-p1"},
+		map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "p2", "namespace": "b", "uid": "b-p2"},
+		map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "p3", "namespace": "c", "uid": "c-p3"},
+	}, res["resources"])
+	assert.Contains(t, res["message"], "has Pods in namespaces a, b, c naming 3 users")
+	// Every result's properties are strings, as the CRD requires.
+	for k, v := range res["properties"].(map[string]any) {
+		assert.IsType(t, "", v, k)
+	}
+	// The namespaced reports still carry a finding per Pod of another user.
+	var inB int
+	for _, rep := range r.PolicyReports(t0) {
+		if rep.GetNamespace() == "b" {
+			s, _, _ := unstructured.NestedMap(rep.Object, "summary")
+			inB = int(s["fail"].(int64))
+		}
+	}
+	assert.Equal(t, 1, inB)
+
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		PolicyReportGVR: "PolicyReportList", ClusterPolicyReportGVR: "ClusterPolicyReportList"})
+	require.NoError(t, ApplyCluster(t.Context(), dyn, cpr))
+	require.NoError(t, ApplyCluster(t.Context(), dyn, cpr), "replaced")
+	got, err := dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, summary, got.Object["summary"])
+
+	// Nothing across namespaces any more: no report, and the old one goes.
+	r, err = Run(t.Context(), fake.NewClientset(pod("a", "p1", ui("ann"), nil, 1)), Options{})
+	require.NoError(t, err)
+	assert.Nil(t, r.ClusterPolicyReport(t0))
+	require.NoError(t, ApplyCluster(t.Context(), dyn, nil))
+	_, err = dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+	require.NoError(t, ApplyCluster(t.Context(), dyn, nil), "nothing to delete")
+
+	// Another tool's report of that name stays.
+	foreign := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "ClusterPolicyReport",
+		"metadata": map[string]any{"name": ReportName}}}
+	_, err = dyn.Resource(ClusterPolicyReportGVR).Create(t.Context(), foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, ApplyCluster(t.Context(), dyn, nil))
+	_, err = dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
+	assert.NoError(t, err)
+}

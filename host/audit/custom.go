@@ -22,10 +22,11 @@ func kindRefOf(ref *metav1.OwnerReference) workloads.KindRef {
 	return workloads.KindRef{Group: gv.Group, Kind: ref.Kind}
 }
 
-// customKinds audits the objects of every custom kind of the workloads
-// setting that the API server serves, page by page like the built-in
-// kinds; a kind it does not serve is reported once and skipped.
-func (s *scan) customKinds(ctx context.Context) error {
+// resolveKinds finds, before anything is listed, the resources of the
+// custom kinds of the workloads setting (an owner read while the built-in
+// kinds are audited must be known); a kind the API server does not serve
+// is reported once and skipped.
+func (s *scan) resolveKinds(ctx context.Context) error {
 	if s.opts.Workloads == nil {
 		return nil
 	}
@@ -43,9 +44,25 @@ func (s *scan) customKinds(ctx context.Context) error {
 			continue
 		}
 		s.gvrs[k.KindRef] = gvr
+	}
+	return nil
+}
+
+// customKinds audits the objects of every custom kind served, page by
+// page like the built-in kinds.
+func (s *scan) customKinds(ctx context.Context) error {
+	if s.opts.Workloads == nil {
+		return nil
+	}
+	for i := range s.opts.Workloads.Kinds {
+		k := &s.opts.Workloads.Kinds[i]
+		gvr, served := s.gvrs[k.KindRef]
+		if !served {
+			continue
+		}
 		apiVersion := gvr.GroupVersion().String()
 		res := s.opts.Dynamic.Resource(gvr).Namespace(s.opts.Namespace)
-		err = page(ctx, s, k.String(), func(ctx context.Context, o metav1.ListOptions) ([]unstructured.Unstructured, metav1.ListMeta, error) {
+		err := page(ctx, s, k.String(), func(ctx context.Context, o metav1.ListOptions) ([]unstructured.Unstructured, metav1.ListMeta, error) {
 			l, err := res.List(ctx, o)
 			if err != nil {
 				return nil, metav1.ListMeta{}, err
