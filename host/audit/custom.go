@@ -79,7 +79,7 @@ func (s *scan) customKinds(ctx context.Context) error {
 
 func (s *scan) skip(k *workloads.Kind, version, reason string) {
 	s.report.Skipped = append(s.report.Skipped, SkippedKind{Group: k.Group, Version: version, Kind: k.Kind, Entry: k.Entry, Reason: reason})
-	s.opts.Logger.Warn("audit: custom kind not audited", "kind", k.String(), "entry", k.Entry, "reason", reason)
+	s.opts.Logger.Debug("audit: custom kind not audited", "kind", k.String(), "entry", k.Entry, "reason", reason)
 	if s.opts.Progress != nil {
 		fmt.Fprintf(s.opts.Progress, "audit: %s (%s): not audited: %s\n", k.String(), k.Entry, reason)
 	}
