@@ -254,7 +254,6 @@ const (
 type appUsers struct {
 	users   []appUser
 	more    int
-	ns      string
 	multiNS bool
 }
 
@@ -265,35 +264,48 @@ type appUser struct {
 	example Resource
 	// passed is whether example had no other finding.
 	passed bool
-	// ns is the namespace of its first Pod, otherNS those of others (nil
-	// for the usual one namespace), moreNS whether there were more.
-	ns      string
-	otherNS []string
-	moreNS  bool
+	// other holds the namespaces of its Pods besides example's, nil for
+	// the usual one namespace (a pointer: most applications have one user
+	// in one namespace, and this record is kept per application).
+	other *otherNamespaces
+}
+
+type otherNamespaces struct {
+	names []string // at most maxNamespacesPerUser-1
+	more  bool
 }
 
 // namespacesOf lists the user's namespaces, sorted.
 func (u *appUser) namespacesOf() []string {
-	out := append([]string{u.ns}, u.otherNS...)
+	out := []string{u.example.Namespace}
+	if u.other != nil {
+		out = append(out, u.other.names...)
+	}
 	sort.Strings(out)
 	return out
 }
 
+// moreNS is whether the user has Pods in more namespaces than are kept.
+func (u *appUser) moreNS() bool { return u.other != nil && u.other.more }
+
 // addNS records that the user has a Pod in ns.
 func (u *appUser) addNS(ns string) {
-	if ns == u.ns {
+	if ns == u.example.Namespace {
 		return
 	}
-	for _, o := range u.otherNS {
+	if u.other == nil {
+		u.other = &otherNamespaces{}
+	}
+	for _, o := range u.other.names {
 		if o == ns {
 			return
 		}
 	}
-	if 1+len(u.otherNS) >= maxNamespacesPerUser {
-		u.moreNS = true
+	if 1+len(u.other.names) >= maxNamespacesPerUser {
+		u.other.more = true
 		return
 	}
-	u.otherNS = append(u.otherNS, ns)
+	u.other.names = append(u.other.names, ns)
 }
 
 func (s *scan) add(f Finding) {
@@ -552,20 +564,27 @@ func (s *scan) recordApp(appID, user string, created time.Time, res Resource, pa
 		ns = res.Namespace
 		s.namespaces[ns] = ns
 	}
+	res.Namespace = ns
 	a := s.apps[appID]
 	if a == nil {
-		a = &appUsers{ns: ns}
+		a = &appUsers{}
 		s.apps[appID] = a
-	} else if a.ns != ns {
+	} else if ns != a.users[0].example.Namespace {
+		// Every example is a namespace of the application's: all its Pods
+		// are in one namespace only if every Pod's is the first user's.
 		a.multiNS = true
 	}
 	for i := range a.users {
 		u := &a.users[i]
 		if u.user == user {
 			u.pods++
-			u.addNS(ns)
 			if created.Before(u.oldest) {
+				// The namespaces stay those seen: the old example's joins them.
+				prev := u.example.Namespace
 				u.oldest, u.example, u.passed = created, res, passed
+				u.addNS(prev)
+			} else {
+				u.addNS(ns)
 			}
 			return
 		}
@@ -574,7 +593,7 @@ func (s *scan) recordApp(appID, user string, created time.Time, res Resource, pa
 		a.more++
 		return
 	}
-	a.users = append(a.users, appUser{user: user, pods: 1, oldest: created, example: res, passed: passed, ns: ns})
+	a.users = append(a.users, appUser{user: user, pods: 1, oldest: created, example: res, passed: passed})
 }
 
 // sharedApps reports every application whose Pods name more than one
@@ -629,9 +648,9 @@ func clusterFinding(id string, a *appUsers) ClusterFinding {
 		for _, ns := range nss {
 			all[ns] = true
 		}
-		f.Users = append(f.Users, AppUser{User: u.user, Pods: u.pods, Namespaces: nss, MoreNamespaces: u.moreNS, Oldest: u.example})
+		f.Users = append(f.Users, AppUser{User: u.user, Pods: u.pods, Namespaces: nss, MoreNamespaces: u.moreNS(), Oldest: u.example})
 		where := strings.Join(nss, ", ")
-		if u.moreNS {
+		if u.moreNS() {
 			where += ", ..."
 		}
 		owner := ""

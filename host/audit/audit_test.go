@@ -379,3 +379,36 @@ func TestClusterPolicyReport(t *testing.T) {
 	_, err = dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
 	assert.NoError(t, err)
 }
+
+// The namespaces of a user of an application are all kept (up to a bound)
+// whatever order its Pods are listed in; an application is across
+// namespaces whichever user's Pods make it so.
+func TestRun_appNamespaces(t *testing.T) {
+	app := map[string]string{"applicationId": "z"}
+	cs := fake.NewClientset(
+		// Listed by namespace: ann's oldest Pod comes after a newer one.
+		pod("a", "new", ui("ann"), app, 9),
+		pod("b", "old", ui("ann"), app, 1),
+		pod("c", "x", ui("ann"), app, 5),
+		pod("d", "x", ui("ann"), app, 5),
+		pod("e", "x", ui("ann"), app, 5),
+		pod("e", "y", ui("bob"), app, 6),
+	)
+	r, err := Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	require.Len(t, r.ClusterFindings, 1)
+	ann := r.ClusterFindings[0].Users[0]
+	assert.Equal(t, "old", ann.Oldest.Name)
+	assert.Equal(t, 5, ann.Pods)
+	assert.Equal(t, []string{"a", "b", "c", "d"}, ann.Namespaces, "four kept")
+	assert.True(t, ann.MoreNamespaces)
+	assert.Equal(t, []string{"a", "b", "c", "d", "e"}, r.ClusterFindings[0].Namespaces)
+	assert.Contains(t, r.ClusterFindings[0].Message, `"ann" (owner: 5 pods in a, b, c, d, ..., oldest b/old)`)
+
+	// Two users, each in one namespace of its own.
+	cs = fake.NewClientset(pod("a", "p", ui("ann"), app, 1), pod("b", "q", ui("bob"), app, 2))
+	r, err = Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	require.Len(t, r.ClusterFindings, 1)
+	assert.Equal(t, 1, r.CrossNamespaceApps)
+}
