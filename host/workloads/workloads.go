@@ -162,11 +162,11 @@ func Parse(settings json.RawMessage) (*Set, error) {
 	}
 	raw, ok := top["workloads"]
 	s := &Set{}
-	if !ok || string(raw) == "null" {
+	if !ok {
 		return s, nil
 	}
 	var entries []json.RawMessage
-	if err := json.Unmarshal(raw, &entries); err != nil {
+	if err := json.Unmarshal(raw, &entries); err != nil || entries == nil {
 		return nil, fmt.Errorf("settings.workloads: must be an array of presets (%s) or objects", strings.Join(PresetNames(), ", "))
 	}
 	seen := map[KindRef]string{}
@@ -261,10 +261,18 @@ func parseEntry(field string, e json.RawMessage) ([]Kind, []KindRef, error) {
 		return nil, nil, fmt.Errorf("%s: must name a preset, or a kind with its paths", field)
 	}
 	var k Kind
-	for key, dst := range map[string]*string{"group": &k.Group, "kind": &k.Kind, "version": &k.Version, "resource": &k.Resource} {
-		if *dst, _, err = str(key); err != nil {
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"group", &k.Group}, {"kind", &k.Kind}, {"version", &k.Version}, {"resource", &k.Resource}} {
+		v, present, err := str(f.key)
+		if err != nil {
 			return nil, nil, err
 		}
+		if present && v == "" && (f.key == "version" || f.key == "resource") {
+			return nil, nil, fmt.Errorf("%s.%s: must be a non-empty string", field, f.key)
+		}
+		*f.dst = v
 	}
 	if k.Kind == "" || strings.ContainsAny(k.Kind, "/ .") || strings.ContainsAny(k.Group, "/ ") {
 		return nil, nil, fmt.Errorf("%s: group %q and kind %q must be an API group and a kind, like ray.io and RayCluster", field, k.Group, k.Kind)

@@ -63,6 +63,7 @@ func TestParse_errors(t *testing.T) {
 		`{"workloads":[{"kind":"A","paths":["x.annotations"],"owners":["a/b/c"]}]}`: `settings.workloads[0].owners[0]: must be a kind as group/Kind`,
 		`{"workloads":["spark","spark"]}`:                                           "settings.workloads: kind SparkApplication.sparkoperator.k8s.io is named by both preset spark and preset spark",
 		`{"workloads":[{"kind":1,"paths":["x.annotations"]}]}`:                      "settings.workloads[0].kind: must be a string",
+		`{"workloads":[{"kind":"A","paths":["x.annotations"],"resource":""}]}`:      "settings.workloads[0].resource: must be a non-empty string",
 	} {
 		_, err := Parse(json.RawMessage(settings))
 		assert.ErrorContains(t, err, want, settings)
