@@ -13,17 +13,24 @@ import (
 
 var updatePresets = flag.Bool("update", false, "rewrite the chart's generated workload presets")
 
-// presetsFile is where the chart reads the presets: the webhook rules, the
-// RBAC and the ClusterAdmissionPolicy's contextAwareResources of the kinds
-// that settings.workloads enables are rendered from it, so they cannot
-// drift from the policy's own table.
-var presetsFile = filepath.Join("..", "charts", "yunikorn-userinfo", "files", "workload-presets.json")
+// presetsFiles are where the chart and the host read the presets: the
+// chart renders the webhook rules, the RBAC and the
+// ClusterAdmissionPolicy's contextAwareResources of the kinds that
+// settings.workloads enables from it, and the host's audit command
+// (host/workloads, which embeds its copy) reads the kinds' templates at
+// their paths, so neither can drift from the policy's own table.
+var presetsFiles = []string{
+	filepath.Join("..", "charts", "yunikorn-userinfo", "files", "workload-presets.json"),
+	filepath.Join("..", "host", "workloads", "presets.json"),
+}
 
 type presetResource struct {
 	Group    string `json:"group"`
 	Version  string `json:"version"`
 	Kind     string `json:"kind"`
 	Resource string `json:"resource"`
+	// Paths are the kind's annotation paths (kinds only, not owners).
+	Paths []string `json:"paths,omitempty"`
 }
 
 // renderPresets is the generated file: per preset, the kinds the webhook
@@ -38,8 +45,9 @@ func renderPresets(t *testing.T) []byte {
 		var e entry
 		for _, k := range p.kinds {
 			r := presetResource{Group: k.group, Version: k.version, Kind: k.kind, Resource: k.resource}
-			e.Kinds = append(e.Kinds, r)
 			e.Owners = append(e.Owners, r)
+			r.Paths = k.paths
+			e.Kinds = append(e.Kinds, r)
 		}
 		for _, o := range p.extraOwners {
 			require.Equal(t, kindRef{"", "Pod"}, o, "the generator knows the resource of Pod only")
@@ -57,12 +65,14 @@ func renderPresets(t *testing.T) []byte {
 
 func TestPresetsFile(t *testing.T) {
 	want := renderPresets(t)
-	if *updatePresets {
-		require.NoError(t, os.WriteFile(presetsFile, want, 0o644))
+	for _, file := range presetsFiles {
+		if *updatePresets {
+			require.NoError(t, os.WriteFile(file, want, 0o644))
+		}
+		got, err := os.ReadFile(file)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(got), "%s differs from the policy's presets: run go test ./policy -run TestPresetsFile -update", file)
 	}
-	got, err := os.ReadFile(presetsFile)
-	require.NoError(t, err)
-	assert.Equal(t, string(want), string(got), "the chart's presets differ from the policy's: run go test ./policy -run TestPresetsFile -update")
 }
 
 // Every preset's paths parse, and name kinds that are not built in.

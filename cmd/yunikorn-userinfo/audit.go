@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/yunikorn-userinfo/userinfo/host/audit"
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/webhook"
+	"github.com/yunikorn-userinfo/userinfo/host/workloads"
 )
 
 // auditFlags are the flags of `audit`.
@@ -32,12 +36,14 @@ type auditFlags struct {
 	policyGroup   string
 	partition     string
 	timeout       time.Duration
+	settingsPath  string
+	settingsJSON  string
 }
 
 func newAuditCommand(a *app) *cobra.Command {
 	f := &auditFlags{}
 	cmd := &cobra.Command{
-		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-o table|json|policyreport [--apply]]",
+		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-s SETTINGS | --settings-json JSON] [-o table|json|policyreport [--apply]]",
 		Short: "Find the Pods and workloads of a cluster whose user.info YuniKorn cannot trust",
 		Long: `Read every Pod and workload template of the cluster (or of --namespace) that
 YuniKorn schedules (spec.schedulerName --scheduler-name) and report:
@@ -48,13 +54,27 @@ YuniKorn schedules (spec.schedulerName --scheduler-name) and report:
                             "user" and "groups", duplicated, ...)
   user-info-owner-mismatch  a Pod whose user.info differs from the template of
                             its controller (ReplicaSet, StatefulSet, DaemonSet,
-                            Job, ReplicationController)
+                            Job, ReplicationController), or an object an
+                            operator made whose user.info differs from what
+                            its controller of a custom kind records
   application-id-shared     Pods of one YuniKorn application naming different
-                            users (the application IDs as the shim reads them)
+                            users (the application IDs as the shim reads them;
+                            they are cluster-wide: one spanning namespaces is
+                            also reported once for the whole cluster)
   queue-not-allowed         a Pod whose user may submit to no queue YuniKorn
                             would place its application in, under the current
                             queues.yaml (--queue-check, from the ConfigMaps of
                             --yunikorn-namespace)
+
+With the policy's settings (-s FILE or --settings-json, as run and serve
+take them, checked by the embedded policy's validate_settings), the custom
+kinds of their "workloads" (presets kuberay, spark, kubeflow-training,
+kubeflow-trainer, jobset, leaderworkerset, or {group, kind, paths}) are
+audited too: every pod template at the kind's paths and the object's own
+annotations must record one valid user.info, and what their operators
+create (Pods, Jobs, RayClusters, ...) must record what its controller
+records. A kind the API server does not serve (CRD not installed) is
+reported once and skipped.
 
 Workloads made before the policy was installed, while it was down, in
 monitor mode, or in namespaces it does not cover are what this finds.
@@ -63,11 +83,14 @@ aggregates are kept, so memory grows with the findings and the number of
 applications, not with the number of Pods. Progress goes to stderr.
 
 Output: a table, JSON (-o json), or wgpolicyk8s.io/v1alpha2 PolicyReports,
-one per namespace (-o policyreport), printed as YAML or, with --apply,
-written to the cluster (created or replaced; the report an earlier audit
-left in a namespace with nothing audited any more is deleted). The exit
-code is 0 whatever was found; 1 on errors. See the README, "Auditing what
-already runs".`,
+one per namespace, and, when every namespace was audited, one
+ClusterPolicyReport for what no namespace holds alone (applications across
+namespaces, custom kinds not audited) (-o policyreport), printed as YAML
+or, with --apply, written to the cluster (created or replaced; the report
+an earlier audit left in a namespace with nothing audited any more, or the
+ClusterPolicyReport when nothing cluster-wide is left, is deleted). The
+exit code is 0 whatever was found; 1 on errors. See the README, "Auditing
+what already runs".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runAudit(cmd, f)
@@ -89,6 +112,9 @@ already runs".`,
 	fs.StringVar(&f.policyGroup, "policy-group", "queues", "with --queue-check: YuniKorn's service.policyGroup (the ConfigMap key POLICY-GROUP.yaml)")
 	fs.StringVar(&f.partition, "partition", "default", "with --queue-check: the partition Pods are placed in")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "the deadline of the whole audit")
+	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "the policy's settings file, YAML or JSON: its workloads' custom kinds are audited too")
+	fs.StringVar(&f.settingsJSON, "settings-json", "", "the policy's settings as a JSON object: its workloads' custom kinds are audited too")
+	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
 	return cmd
 }
 
@@ -107,6 +133,10 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if err != nil {
 		return err
 	}
+	kinds, err := a.auditWorkloads(cmd.Context(), logger, f)
+	if err != nil {
+		return err
+	}
 	cfg, err := migrateKubeConfig(f.kubeconfig, f.kubeContext)
 	if err != nil {
 		return err
@@ -118,9 +148,14 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
 	opts := audit.Options{
 		Namespace: f.namespace, SchedulerName: f.schedulerName, PageSize: f.pageSize,
 		UniqueAppIDs: f.uniqueAppIDs, ProgressEvery: f.progressEvery, Logger: logger,
+		Workloads: kinds, Dynamic: dyn,
 	}
 	if !f.quiet {
 		opts.Progress = a.stderr
@@ -155,22 +190,36 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	case "policyreport":
-		reports := rep.PolicyReports(time.Now())
+		now := time.Now()
+		reports := rep.PolicyReports(now)
+		cluster := rep.ClusterPolicyReport(now)
 		if f.apply {
-			dyn, err := dynamic.NewForConfig(cfg)
-			if err != nil {
-				return fmt.Errorf("API client: %w", err)
-			}
 			if err := audit.Apply(ctx, dyn, f.namespace, reports); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "%d PolicyReports written (%s)\n", len(reports), audit.ReportName)
+			// Only an audit of every namespace knows what is cluster-wide;
+			// one of a namespace leaves the ClusterPolicyReport alone.
+			if f.namespace != "" {
+				return nil
+			}
+			if err := audit.ApplyCluster(ctx, dyn, cluster); err != nil {
+				return err
+			}
+			if cluster != nil {
+				fmt.Fprintf(a.stdout, "ClusterPolicyReport written (%s)\n", audit.ReportName)
+			} else {
+				fmt.Fprintf(a.stdout, "no ClusterPolicyReport: nothing cluster-wide to report\n")
+			}
 			return nil
+		}
+		if cluster != nil {
+			reports = append(reports, cluster)
 		}
 		for _, r := range reports {
 			out, err := yaml.Marshal(r.Object)
 			if err != nil {
-				return fmt.Errorf("write PolicyReport %s: %w", r.GetNamespace(), err)
+				return fmt.Errorf("write %s %s: %w", r.GetKind(), r.GetNamespace(), err)
 			}
 			if _, err := fmt.Fprintf(a.stdout, "---\n%s", out); err != nil {
 				return err
@@ -179,4 +228,33 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 		return nil
 	}
 	return rep.WriteTable(a.stdout)
+}
+
+// auditWorkloads reads the custom kinds of the policy's settings, if any
+// are given: the settings are read as run and serve read them, and
+// checked by the embedded policy's validate_settings first, so that the
+// audit judges with settings the policy accepts.
+func (a *app) auditWorkloads(ctx context.Context, logger *slog.Logger, f *auditFlags) (*workloads.Set, error) {
+	if f.settingsPath == "" && f.settingsJSON == "" {
+		return nil, nil
+	}
+	raw, err := readSettings(f.settingsPath, f.settingsJSON)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := a.loadModule(ctx, embeddedName, a.policy, engine.Options{
+		Logger: logger, MaxInstances: 1, Timeout: engine.DefaultTimeout, MemoryLimitPages: defaultMemoryLimitMiB * pagesPerMiB,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = eng.Close(context.WithoutCancel(ctx)) }()
+	if err := webhook.CheckSettings(ctx, logger, eng, raw); err != nil {
+		return nil, err
+	}
+	kinds, err := workloads.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("read the settings' workloads: %w", err)
+	}
+	return kinds, nil
 }

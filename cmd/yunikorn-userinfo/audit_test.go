@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
+
+	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/workloads"
 )
 
 func TestAudit_argumentErrors(t *testing.T) {
@@ -46,6 +50,22 @@ func fakeAPIServer(t *testing.T, pods []string) (kubeconfig string, written func
 		defer mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		switch {
+		case r.URL.Path == "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports" && r.Method == http.MethodPost:
+			var obj map[string]any
+			require.NoError(t, json.NewDecoder(r.Body).Decode(&obj))
+			reports["(cluster)"] = obj
+			w.WriteHeader(http.StatusCreated)
+			require.NoError(t, json.NewEncoder(w).Encode(obj))
+		case r.URL.Path == "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports/yunikorn-userinfo-audit" && r.Method == http.MethodGet && reports["(cluster)"] != nil:
+			require.NoError(t, json.NewEncoder(w).Encode(reports["(cluster)"]))
+		case r.URL.Path == "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports/yunikorn-userinfo-audit" && r.Method == http.MethodDelete:
+			delete(reports, "(cluster)")
+			fmt.Fprint(w, `{"apiVersion":"v1","kind":"Status","status":"Success"}`)
+		case r.URL.Path == "/apis/example.com/v1":
+			fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"example.com/v1","resources":[{"name":"trainers","namespaced":true,"kind":"Trainer","verbs":["list","get"]}]}`)
+		case r.URL.Path == "/apis/example.com/v1/trainers":
+			fmt.Fprint(w, `{"apiVersion":"example.com/v1","kind":"TrainerList","metadata":{},"items":[`+
+				`{"apiVersion":"example.com/v1","kind":"Trainer","metadata":{"namespace":"a","name":"t1","uid":"t1"},"spec":{"workers":[{"template":{}}]}}]}`)
 		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/policyreports"):
 			var obj map[string]any
 			require.NoError(t, json.NewDecoder(r.Body).Decode(&obj))
@@ -147,21 +167,105 @@ func TestAudit_kubeconfig(t *testing.T) {
 	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
 	assert.Empty(t, res.stderr)
 	assert.Contains(t, res.stdout, "NAMESPACE  KIND")
-	assert.Contains(t, res.stdout, "3 findings; audited")
+	assert.Contains(t, res.stdout, "3 findings and 1 cluster-wide; audited")
 
 	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q", "-o", "policyreport")
 	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
 	docs := strings.Split(strings.TrimPrefix(res.stdout, "---\n"), "---\n")
-	require.Len(t, docs, 2)
-	var a map[string]any
+	require.Len(t, docs, 3, "two namespaces, and application app spans both")
+	var a, c map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(docs[0]), &a))
 	assert.Equal(t, "PolicyReport", a["kind"])
 	assert.Equal(t, map[string]any{"pass": 1.0, "fail": 2.0, "warn": 0.0, "error": 0.0, "skip": 0.0}, a["summary"])
+	require.NoError(t, yaml.Unmarshal([]byte(docs[2]), &c))
+	assert.Equal(t, "ClusterPolicyReport", c["kind"])
+	assert.Equal(t, map[string]any{"pass": 0.0, "fail": 1.0, "warn": 0.0, "error": 0.0, "skip": 0.0}, c["summary"])
+
+	// One namespace: no ClusterPolicyReport.
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q", "-o", "policyreport", "-n", "a")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.NotContains(t, res.stdout, "ClusterPolicyReport")
 
 	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q", "-o", "policyreport", "--apply")
 	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
-	assert.Equal(t, "2 PolicyReports written (yunikorn-userinfo-audit)\n", res.stdout)
+	assert.Equal(t, "2 PolicyReports written (yunikorn-userinfo-audit)\nClusterPolicyReport written (yunikorn-userinfo-audit)\n", res.stdout)
 	reports := written()
-	require.Len(t, reports, 2)
+	require.Len(t, reports, 3)
 	assert.Equal(t, map[string]any{"pass": 1.0, "fail": 1.0, "warn": 0.0, "error": 0.0, "skip": 0.0}, reports["b"]["summary"])
+	assert.Equal(t, "ClusterPolicyReport", reports["(cluster)"]["kind"])
+}
+
+// With the policy's settings, their custom kinds are audited: the
+// settings are checked by the embedded policy first, a kind the server
+// serves is listed and its templates judged, and one it does not serve is
+// reported once and skipped.
+func TestAudit_settingsWorkloads(t *testing.T) {
+	t.Parallel()
+	kubeconfig, written, _ := fakeAPIServer(t, []string{fakePod("a", "p1", `{"user":"alice"}`)})
+	settings := `{"workloads":["jobset",{"group":"example.com","version":"v1","kind":"Trainer","resource":"trainers","paths":["spec.workers[*].template.metadata.annotations"]}]}`
+	res := runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "--settings-json", settings, "--queue-check=false")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Contains(t, res.stdout, "a          Trainer  t1    user-info-missing")
+	assert.Contains(t, res.stdout, "1 findings; audited")
+	assert.Contains(t, res.stdout, "Trainer.example.com 1 of 1")
+	assert.Contains(t, res.stdout, "not audited: JobSet.jobset.x-k8s.io (preset jobset): the API server serves jobset.x-k8s.io/v1alpha2 but no kind JobSet in it\n")
+	assert.Equal(t, 1, strings.Count(res.stderr, "JobSet.jobset.x-k8s.io (preset jobset): not audited"), res.stderr)
+
+	// A settings file, YAML, as run and serve read it; --apply writes the
+	// skipped kind into the ClusterPolicyReport.
+	file := writeFile(t, "settings.yaml", "workloads:\n  - jobset\n")
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-s", file, "-q", "--queue-check=false", "-o", "policyreport", "--apply")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Equal(t, "1 PolicyReports written (yunikorn-userinfo-audit)\nClusterPolicyReport written (yunikorn-userinfo-audit)\n", res.stdout)
+	cluster := written()["(cluster)"]
+	assert.Equal(t, map[string]any{"pass": 0.0, "fail": 0.0, "warn": 0.0, "error": 0.0, "skip": 1.0}, cluster["summary"])
+
+	// Settings the policy refuses stop the audit with its message.
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "--settings-json", `{"workloads":["nope"]}`)
+	assert.Equal(t, 1, res.code)
+	assert.Contains(t, res.stderr, `Error: provided settings are not valid: settings.workloads[0]: unknown preset "nope"`)
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "--settings-json", `[1]`)
+	assert.Equal(t, 1, res.code)
+	assert.Contains(t, res.stderr, "Error: read settings --settings-json: settings must be a JSON object, got an array")
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-s", "x", "--settings-json", `{}`)
+	assert.Equal(t, 1, res.code)
+	assert.Contains(t, res.stderr, "[settings-json settings-path] were all set")
+}
+
+// The host's reading of settings.workloads (host/workloads) accepts
+// exactly what the policy's validate_settings accepts, for presets and
+// custom kinds alike: the audit never judges with settings the policy
+// would refuse, nor refuses settings the policy runs with.
+func TestAudit_workloadsContract(t *testing.T) {
+	t.Parallel()
+	eng, err := engine.New(t.Context(), embeddedPolicy, engine.Options{MaxInstances: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = eng.Close(context.Background()) })
+	kind := func(extra string) string {
+		return `{"workloads":[{"group":"example.com","kind":"Trainer","paths":["spec.workers[*].template.metadata.annotations"]` + extra + `}]}`
+	}
+	cases := []string{
+		`{}`, `{"workloads":[]}`, `{"workloads":["kuberay","spark","kubeflow-training","kubeflow-trainer","jobset","leaderworkerset"]}`,
+		`{"workloads":[{"preset":"jobset","operators":["^x$"],"owners":["Pod"]}]}`,
+		kind(``), kind(`,"version":"v1","resource":"trainers","owners":["Pod","example.com/Pool"]`),
+		`{"workloads":[{"group":"","kind":"Thing","paths":["spec.*.a[*][*].annotations","spec.driver.annotations"]}]}`,
+		`{"workloads":"kuberay"}`, `{"workloads":["nope"]}`, `{"workloads":[1]}`, `{"workloads":[{"preset":"nope"}]}`,
+		`{"workloads":[{"preset":"spark","kind":"A","paths":["a.annotations"]}]}`, `{"workloads":[{"kind":"A"}]}`,
+		`{"workloads":["spark","spark"]}`, `{"workloads":["kuberay",{"group":"ray.io","kind":"RayJob","paths":["a.annotations"]}]}`,
+		kind(`,"extra":1`), kind(`,"owners":["a/b/c"]`), kind(`,"owners":[""]`),
+		`{"workloads":[{"kind":"A","paths":[]}]}`, `{"workloads":[{"kind":"A","paths":["spec.x"]}]}`,
+		`{"workloads":[{"kind":"A","paths":["annotations"]}]}`, `{"workloads":[{"kind":"A","paths":["spec.a[1].annotations"]}]}`,
+		`{"workloads":[{"kind":"A","paths":["spec..annotations"]}]}`, `{"workloads":[{"kind":"A","paths":["spec.*x.annotations"]}]}`,
+		`{"workloads":[{"kind":"a.b","paths":["x.annotations"]}]}`, `{"workloads":[{"kind":"","paths":["x.annotations"]}]}`,
+		`{"workloads":[{"group":"a b","kind":"A","paths":["x.annotations"]}]}`, `{"workloads":[{"kind":1,"paths":["x.annotations"]}]}`,
+		`{"workloads":[{"kind":"A","paths":["x.annotations"],"version":""}]}`, `{"workloads":[{"kind":"A","paths":["x.annotations"],"resource":1}]}`,
+		`{"workloads":[{"kind":"A","paths":["x.annotations"],"operators":"x"}]}`, `{"workloads":[{"kind":"A","paths":"x.annotations"}]}`,
+		`{"workloads":[{"kind":"A","paths":[1]}]}`, `{"workloads":null}`,
+	}
+	for _, c := range cases {
+		sv, err := eng.ValidateSettings(t.Context(), json.RawMessage(c))
+		require.NoError(t, err, c)
+		_, herr := workloads.Parse(json.RawMessage(c))
+		assert.Equal(t, sv.Valid, herr == nil, "%s: policy valid=%v (%s), host: %v", c, sv.Valid, sv.Message, herr)
+	}
 }

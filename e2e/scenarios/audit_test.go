@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 
 	"github.com/yunikorn-userinfo/userinfo/e2e/internal/cluster"
 )
@@ -28,7 +30,10 @@ import (
 // the test installs them from the module cache, as published.
 const policyReportModule = "sigs.k8s.io/wg-policy-prototypes@v0.0.0-20210911211205-fb8f67bb6d38"
 
-var policyReports = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+var (
+	policyReports        = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+	clusterPolicyReports = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "clusterpolicyreports"}
+)
 
 // TestAuditExisting: workloads made where no webhook runs (a namespace
 // without the webhook label, as before the policy was installed) carry
@@ -44,7 +49,6 @@ func TestAuditExisting(t *testing.T) {
 	ctx := t.Context()
 	adm := client(admin)
 	ns := newNamespace(t, "")
-	yk := func(p *corev1.Pod) *corev1.Pod { p.Spec.SchedulerName = "yunikorn"; return p }
 	labelled := func(p *corev1.Pod, app string) *corev1.Pod {
 		p.Labels = map[string]string{"applicationId": app}
 		return p
@@ -249,7 +253,192 @@ partitions:
 	require.NoError(t, err)
 	require.Len(t, left.Items, 1)
 	assert.Equal(t, "someone-elses", left.Items[0].GetName())
+
+	auditCustomKinds(t, ns, audit, dyn)
 }
+
+// trainerCRD is a custom workload kind of this test's own, so that no
+// other scenario's operator or CRD bears on it.
+const trainerCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: trainers.e2e.yunikorn-userinfo.test
+spec:
+  group: e2e.yunikorn-userinfo.test
+  names: {kind: Trainer, listKind: TrainerList, plural: trainers, singular: trainer}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// auditCustomKinds (part of TestAuditExisting, which owns the
+// PolicyReport CRDs and the namespace ns): with the policy's settings,
+// audit reads the custom kind they name from the real API server (a CRD
+// installed here) and finds the Trainer without user.info, the forged one,
+// and the Pod its "operator" made naming another user than the Trainer;
+// it reports once the preset kinds whose CRDs are not installed (spark);
+// and the application whose Pods in two namespaces name three users is one
+// result of a ClusterPolicyReport the real CRD accepts, naming both
+// namespaces and every user.
+func auditCustomKinds(t *testing.T, ns string, audit func(args ...string) (string, string), dyn dynamic.Interface) {
+	ctx := t.Context()
+	adm := client(admin)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "trainer.yaml"), []byte(trainerCRD), 0o600))
+	installCRDs(t, dir)
+	settingsFile := filepath.Join(dir, "settings.yaml")
+	require.NoError(t, os.WriteFile(settingsFile, []byte(`workloads:
+  - spark
+  - group: e2e.yunikorn-userinfo.test
+    version: v1
+    kind: Trainer
+    resource: trainers
+    paths: ["spec.workers[*].template.metadata.annotations"]
+`), 0o600))
+	trainers := schema.GroupVersionResource{Group: "e2e.yunikorn-userinfo.test", Version: "v1", Resource: "trainers"}
+	trainer := func(name, value string) *unstructured.Unstructured {
+		tmpl := map[string]any{"spec": map[string]any{"schedulerName": "yunikorn"}}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "e2e.yunikorn-userinfo.test/v1", "kind": "Trainer",
+			"metadata": map[string]any{"name": name},
+			"spec":     map[string]any{"workers": []any{map[string]any{"template": tmpl}}},
+		}}
+		if value != "" {
+			tmpl["metadata"] = map[string]any{"annotations": map[string]any{annotationKey: value}}
+			u.SetAnnotations(map[string]string{annotationKey: value})
+		}
+		created, err := dyn.Resource(trainers).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+		require.NoError(t, err, "create Trainer %s", name)
+		return created
+	}
+	recorded := trainer("trainer-recorded", `{"user":"alice"}`)
+	trainer("trainer-missing", "")
+	trainer("trainer-forged", `{"user":"bob","USER":"root"}`)
+	worker := yk(newPod("trainer-worker", map[string]string{annotationKey: `{"user":"mallory"}`}))
+	worker.Labels = map[string]string{"applicationId": "e2e-trainer-worker"}
+	worker.OwnerReferences = []metav1.OwnerReference{{APIVersion: "e2e.yunikorn-userinfo.test/v1", Kind: "Trainer",
+		Name: recorded.GetName(), UID: recorded.GetUID(), Controller: ptr.To(true)}}
+	_, err := adm.CoreV1().Pods(ns).Create(ctx, worker, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// Application e2e-shared (alice's and bob's in ns) gets a Pod of dave's
+	// in a second namespace.
+	ns2, err := createNamespace(ctx, adm, t.Name()+"-2", nil)
+	require.NoError(t, err)
+	cross := yk(newPod("cross", map[string]string{annotationKey: `{"user":"dave"}`}))
+	cross.Labels = map[string]string{"applicationId": "e2e-shared"}
+	_, err = adm.CoreV1().Pods(ns2).Create(ctx, cross, metav1.CreateOptions{})
+	require.NoError(t, err)
+	namespaces := []string{ns, ns2}
+	sort.Strings(namespaces)
+
+	out, progress := audit("-o", "json", "--queue-check=false", "-s", settingsFile)
+	var rep struct {
+		Findings []struct {
+			Rule     string `json:"rule"`
+			Resource struct{ Kind, Namespace, Name string }
+		} `json:"findings"`
+		ClusterFindings []struct {
+			Rule       string   `json:"rule"`
+			AppID      string   `json:"applicationId"`
+			Namespaces []string `json:"namespaces"`
+			Users      []struct {
+				User string `json:"user"`
+			} `json:"users"`
+		} `json:"clusterFindings"`
+		Skipped []struct{ Kind, Reason string } `json:"skipped"`
+		Audited map[string]int                  `json:"audited"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	var got []string
+	for _, f := range rep.Findings {
+		if f.Resource.Namespace == ns2 || (f.Resource.Namespace == ns && strings.HasPrefix(f.Resource.Name, "trainer-")) {
+			got = append(got, f.Resource.Kind+" "+f.Resource.Name+" "+f.Rule)
+		}
+	}
+	assert.ElementsMatch(t, []string{
+		"Trainer trainer-missing user-info-missing",
+		"Trainer trainer-forged user-info-invalid",
+		"Pod trainer-worker user-info-owner-mismatch",
+		"Pod cross application-id-shared",
+	}, got)
+	assert.Equal(t, 3, rep.Audited["Trainer.e2e.yunikorn-userinfo.test"])
+	var shared []string
+	for _, c := range rep.ClusterFindings {
+		if c.AppID == "e2e-shared" {
+			assert.Equal(t, "application-id-shared", c.Rule)
+			assert.Equal(t, namespaces, c.Namespaces)
+			for _, u := range c.Users {
+				shared = append(shared, u.User)
+			}
+		}
+	}
+	assert.Equal(t, []string{alice, bob, dave}, shared, "the owner (oldest Pod) first")
+	var skipped []string
+	for _, k := range rep.Skipped {
+		skipped = append(skipped, k.Kind+": "+k.Reason)
+	}
+	notServed := "the API server does not serve sparkoperator.k8s.io/v1beta2 (is its CRD installed?)"
+	assert.Equal(t, []string{"SparkApplication: " + notServed, "ScheduledSparkApplication: " + notServed}, skipped)
+	assert.Equal(t, 1, strings.Count(progress, "SparkApplication.sparkoperator.k8s.io (preset spark): not audited"), progress)
+
+	// Written to the cluster: the real CRDs accept the Trainer's results
+	// and the ClusterPolicyReport.
+	out, _ = audit("-o", "policyreport", "--apply", "-q", "--queue-check=false", "-s", settingsFile)
+	assert.True(t, strings.HasSuffix(out, "ClusterPolicyReport written (yunikorn-userinfo-audit)\n"), out)
+	nsReport, err := dyn.Resource(policyReports).Namespace(ns).Get(ctx, "yunikorn-userinfo-audit", metav1.GetOptions{})
+	require.NoError(t, err)
+	results, _, _ := unstructured.NestedSlice(nsReport.Object, "results")
+	var trainerResults []string
+	for _, r := range results {
+		m := r.(map[string]any)
+		res := m["resources"].([]any)[0].(map[string]any)
+		if res["kind"] == "Trainer" {
+			assert.Equal(t, "e2e.yunikorn-userinfo.test/v1", res["apiVersion"])
+			trainerResults = append(trainerResults, res["name"].(string)+" "+m["rule"].(string))
+		}
+	}
+	assert.ElementsMatch(t, []string{"trainer-missing user-info-missing", "trainer-forged user-info-invalid"}, trainerResults)
+
+	cpr, err := dyn.Resource(clusterPolicyReports).Get(ctx, "yunikorn-userinfo-audit", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "yunikorn-userinfo", cpr.GetLabels()["app.kubernetes.io/managed-by"])
+	results, _, _ = unstructured.NestedSlice(cpr.Object, "results")
+	var found, skips int
+	for _, r := range results {
+		m := r.(map[string]any)
+		props, _ := m["properties"].(map[string]any)
+		switch {
+		case m["rule"] == "workload-kind-not-served":
+			assert.Equal(t, "skip", m["result"])
+			skips++
+		case m["rule"] == "application-id-shared" && props["applicationId"] == "e2e-shared":
+			found++
+			assert.Equal(t, "fail", m["result"])
+			assert.Equal(t, strings.Join(namespaces, ","), props["namespaces"])
+			assert.Equal(t, "alice,bob,dave", props["users"])
+			assert.Equal(t, "alice", props["owner"])
+			resources := m["resources"].([]any)
+			require.Len(t, resources, 3, "the oldest Pod of every user")
+			assert.Equal(t, "cross", resources[2].(map[string]any)["name"])
+			assert.Equal(t, ns2, resources[2].(map[string]any)["namespace"])
+		}
+	}
+	assert.Equal(t, 1, found)
+	assert.Equal(t, 2, skips)
+	summary, _, _ := unstructured.NestedMap(cpr.Object, "summary")
+	assert.Equal(t, int64(2), summary["skip"])
+	assert.GreaterOrEqual(t, summary["fail"], int64(1))
+}
+
+// yk makes a Pod YuniKorn's.
+func yk(p *corev1.Pod) *corev1.Pod { p.Spec.SchedulerName = "yunikorn"; return p }
 
 // moduleDir downloads a Go module through the module proxy (into the
 // module cache) and returns its directory.

@@ -14,15 +14,19 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/yunikorn-userinfo/userinfo/host/workloads"
 	"github.com/yunikorn-userinfo/userinfo/policy/queues"
 )
 
@@ -60,6 +64,14 @@ type Options struct {
 	// YuniKorn would place its application, and reported when its user
 	// may submit to no queue it could go to.
 	Queues *queues.Partition
+	// Workloads, if it has kinds, are the custom kinds of the policy's
+	// workloads setting: their objects are listed with Dynamic and their
+	// templates audited, and Pods and workloads whose controller is one of
+	// their owner kinds are compared with it. A kind the API server does
+	// not serve is reported in Report.Skipped, not an error.
+	Workloads *workloads.Set
+	// Dynamic reads the custom kinds; required when Workloads has kinds.
+	Dynamic dynamic.Interface
 	// Logger gets debug lines (default: discard).
 	Logger *slog.Logger
 }
@@ -118,20 +130,82 @@ type Report struct {
 	// (an error other than not found, e.g. no get permission): they were
 	// not compared with it.
 	OwnersUnread int `json:"ownersUnread,omitempty"`
+	// AllNamespaces is whether every namespace was read: only then are
+	// applications seen whole, and ClusterFindings and CrossNamespaceApps
+	// meaningful.
+	AllNamespaces bool `json:"allNamespaces"`
+	// ClusterFindings are the findings about no one namespace: the
+	// applications whose Pods, in several namespaces, name several users.
+	ClusterFindings []ClusterFinding `json:"clusterFindings"`
+	// CrossNamespaceApps counts the applications with Pods in more than
+	// one namespace, whether or not they name several users.
+	CrossNamespaceApps int `json:"crossNamespaceApps"`
+	// Skipped are the custom kinds of the workloads setting that were not
+	// audited (their CRD is not installed, say).
+	Skipped []SkippedKind `json:"skipped,omitempty"`
+}
+
+// ClusterFinding is an application whose Pods are in several namespaces
+// and name several users.
+type ClusterFinding struct {
+	Rule  string `json:"rule"`
+	AppID string `json:"applicationId"`
+	// Users are the users its Pods name, the oldest Pod's first (YuniKorn
+	// gives the application to the user of its first Pod); at most
+	// maxUsersPerApp, MoreUsers counts the others.
+	Users     []AppUser `json:"users"`
+	MoreUsers int       `json:"moreUsers,omitempty"`
+	// Namespaces are the namespaces of the listed users' Pods, sorted.
+	Namespaces []string `json:"namespaces"`
+	Message    string   `json:"message"`
+}
+
+// AppUser is one user of an application.
+type AppUser struct {
+	User string `json:"user"`
+	Pods int    `json:"pods"`
+	// Namespaces are where its Pods are (at most maxNamespacesPerUser;
+	// MoreNamespaces says there were others).
+	Namespaces     []string `json:"namespaces"`
+	MoreNamespaces bool     `json:"moreNamespaces,omitempty"`
+	// Oldest is its oldest Pod.
+	Oldest Resource `json:"oldest"`
+}
+
+// SkippedKind is a custom kind that was not audited, and why.
+type SkippedKind struct {
+	Group   string `json:"group"`
+	Version string `json:"version,omitempty"`
+	Kind    string `json:"kind"`
+	// Entry names the settings entry (a preset, or the kind).
+	Entry  string `json:"entry"`
+	Reason string `json:"reason"`
 }
 
 // Run scans the cluster.
 func Run(ctx context.Context, cs kubernetes.Interface, opts Options) (*Report, error) {
 	opts.defaults()
+	if opts.Workloads != nil && len(opts.Workloads.Kinds) > 0 && opts.Dynamic == nil {
+		return nil, fmt.Errorf("audit: custom workload kinds need a dynamic client (Options.Dynamic)")
+	}
 	s := &scan{
-		cs:      cs,
-		opts:    opts,
-		report:  &Report{Findings: []Finding{}, Scanned: map[string]int{}, Audited: map[string]int{}, Passed: map[string]int{}},
-		owners:  newLRU(opts.OwnerCacheSize),
-		apps:    map[string]*appUsers{},
-		parents: map[string]string{},
+		cs:   cs,
+		opts: opts,
+		report: &Report{Findings: []Finding{}, Scanned: map[string]int{}, Audited: map[string]int{}, Passed: map[string]int{},
+			AllNamespaces: opts.Namespace == "", ClusterFindings: []ClusterFinding{}},
+		owners:     newLRU(opts.OwnerCacheSize),
+		apps:       map[string]*appUsers{},
+		parents:    map[string]string{},
+		namespaces: map[string]string{},
+		gvrs:       map[workloads.KindRef]schema.GroupVersionResource{},
+	}
+	if err := s.resolveKinds(ctx); err != nil {
+		return nil, err
 	}
 	if err := s.workloads(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.customKinds(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.pods(ctx); err != nil {
@@ -159,19 +233,28 @@ type scan struct {
 	apps   map[string]*appUsers
 	// parents caches the namespaces' parentqueue annotations.
 	parents map[string]string
+	// namespaces interns the namespace names kept per application.
+	namespaces map[string]string
+	// gvrs are the custom kinds the API server serves, as resolved.
+	gvrs map[workloads.KindRef]schema.GroupVersionResource
 	// failed marks, per object, that it has a finding (reset per object).
 	failed bool
 }
 
 // maxUsersPerApp bounds what is kept of one application: the first users
-// by their oldest Pod; more are counted, not kept.
-const maxUsersPerApp = 8
+// by their oldest Pod; more are counted, not kept. maxNamespacesPerUser
+// bounds the namespaces kept per user.
+const (
+	maxUsersPerApp       = 8
+	maxNamespacesPerUser = 4
+)
 
 // appUsers is what is kept of one application ID: per user, the number of
-// Pods and the oldest.
+// Pods and the oldest, and whether its Pods are in several namespaces.
 type appUsers struct {
-	users []appUser
-	more  int
+	users   []appUser
+	more    int
+	multiNS bool
 }
 
 type appUser struct {
@@ -181,6 +264,48 @@ type appUser struct {
 	example Resource
 	// passed is whether example had no other finding.
 	passed bool
+	// other holds the namespaces of its Pods besides example's, nil for
+	// the usual one namespace (a pointer: most applications have one user
+	// in one namespace, and this record is kept per application).
+	other *otherNamespaces
+}
+
+type otherNamespaces struct {
+	names []string // at most maxNamespacesPerUser-1
+	more  bool
+}
+
+// namespacesOf lists the user's namespaces, sorted.
+func (u *appUser) namespacesOf() []string {
+	out := []string{u.example.Namespace}
+	if u.other != nil {
+		out = append(out, u.other.names...)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// moreNS is whether the user has Pods in more namespaces than are kept.
+func (u *appUser) moreNS() bool { return u.other != nil && u.other.more }
+
+// addNS records that the user has a Pod in ns.
+func (u *appUser) addNS(ns string) {
+	if ns == u.example.Namespace {
+		return
+	}
+	if u.other == nil {
+		u.other = &otherNamespaces{}
+	}
+	for _, o := range u.other.names {
+		if o == ns {
+			return
+		}
+	}
+	if 1+len(u.other.names) >= maxNamespacesPerUser {
+		u.other.more = true
+		return
+	}
+	u.other.names = append(u.other.names, ns)
 }
 
 func (s *scan) add(f Finding) {
@@ -258,7 +383,14 @@ func (s *scan) workloads(ctx context.Context) error {
 			return
 		}
 		res := Resource{APIVersion: apiVersion, Kind: kind, Namespace: meta.Namespace, Name: meta.Name, UID: meta.UID}
-		s.checkValue(res, t.Annotations, "the Pod template ("+where+")")
+		what := "the Pod template (" + where + ")"
+		id, ok := s.checkValue(res, t.Annotations, what)
+		// A workload an operator made (a JobSet's Job) records its owner's
+		// identity; built-in owners (a Deployment's ReplicaSet) are not
+		// compared here.
+		if ref := metav1.GetControllerOfNoCopy(meta); ok && ref != nil && s.opts.Workloads.IsOwner(kindRefOf(ref)) {
+			s.compareOwner(ctx, res, ref, id, "", what)
+		}
 		s.audited(res)
 	}
 	steps := []func() error{
@@ -385,25 +517,36 @@ func (s *scan) pods(ctx context.Context) error {
 
 // checkOwner compares the Pod's identity with its controller's template.
 func (s *scan) checkOwner(ctx context.Context, res Resource, p *corev1.Pod, id Identity, appID string) {
-	ref := metav1.GetControllerOf(p)
+	s.compareOwner(ctx, res, metav1.GetControllerOf(p), id, appID, "the Pod")
+}
+
+// compareOwner compares what an object (or its template, what) records
+// with what its controller ref records, when the controller is a kind
+// whose record is read: a built-in controller of Pods, or an owner kind of
+// the workloads setting.
+func (s *scan) compareOwner(ctx context.Context, res Resource, ref *metav1.OwnerReference, id Identity, appID, what string) {
 	if ref == nil {
 		return
 	}
-	o, err := s.owner(ctx, p.Namespace, ref)
+	o, err := s.owner(ctx, res.Namespace, ref)
 	if err != nil {
-		s.opts.Logger.Warn("audit: controller not read", "pod", p.Namespace+"/"+p.Name, "owner", ref.Kind+"/"+ref.Name, "error", err)
+		s.opts.Logger.Warn("audit: controller not read", "object", res.Kind+" "+res.Namespace+"/"+res.Name, "owner", ref.Kind+"/"+ref.Name, "error", err)
 		s.report.OwnersUnread++
 		return
 	}
 	if !o.known || !o.valid {
-		// Not a kind whose template is read, gone, or a template without
-		// a usable value: reported on the template itself.
+		// Not a kind whose record is read, gone, or one without a usable
+		// value: reported on the controller itself.
 		return
 	}
 	if !o.id.Equal(id) {
+		where := "in its template"
+		if o.custom {
+			where = "(" + o.where + ")"
+		}
 		s.add(Finding{Rule: RuleOwnerMismatch, Resource: res, User: id.User, AppID: appID,
-			Message: fmt.Sprintf("the Pod names user %q%s, but its controller %s %s records user %q%s in its template",
-				id.User, groupsText(id), ref.Kind, ref.Name, o.id.User, groupsText(o.id))})
+			Message: fmt.Sprintf("%s names user %q%s, but its controller %s %s records user %q%s %s",
+				what, id.User, groupsText(id), ref.Kind, ref.Name, o.id.User, groupsText(o.id), where)})
 	}
 }
 
@@ -416,17 +559,32 @@ func groupsText(id Identity) string {
 
 // recordApp keeps, per application, the users of its Pods.
 func (s *scan) recordApp(appID, user string, created time.Time, res Resource, passed bool) {
+	ns, ok := s.namespaces[res.Namespace]
+	if !ok {
+		ns = res.Namespace
+		s.namespaces[ns] = ns
+	}
+	res.Namespace = ns
 	a := s.apps[appID]
 	if a == nil {
 		a = &appUsers{}
 		s.apps[appID] = a
+	} else if ns != a.users[0].example.Namespace {
+		// Every example is a namespace of the application's: all its Pods
+		// are in one namespace only if every Pod's is the first user's.
+		a.multiNS = true
 	}
 	for i := range a.users {
 		u := &a.users[i]
 		if u.user == user {
 			u.pods++
 			if created.Before(u.oldest) {
+				// The namespaces stay those seen: the old example's joins them.
+				prev := u.example.Namespace
 				u.oldest, u.example, u.passed = created, res, passed
+				u.addNS(prev)
+			} else {
+				u.addNS(ns)
 			}
 			return
 		}
@@ -445,6 +603,9 @@ func (s *scan) recordApp(appID, user string, created time.Time, res Resource, pa
 func (s *scan) sharedApps() {
 	ids := make([]string, 0)
 	for id, a := range s.apps {
+		if a.multiNS {
+			s.report.CrossNamespaceApps++
+		}
 		if len(a.users) > 1 {
 			ids = append(ids, id)
 		}
@@ -469,5 +630,45 @@ func (s *scan) sharedApps() {
 				s.report.Passed[u.example.Namespace]--
 			}
 		}
+		if a.multiNS && s.report.AllNamespaces {
+			s.report.ClusterFindings = append(s.report.ClusterFindings, clusterFinding(id, a))
+		}
 	}
+}
+
+// clusterFinding describes an application whose Pods in several
+// namespaces name several users (a.users sorted, the owner first).
+func clusterFinding(id string, a *appUsers) ClusterFinding {
+	f := ClusterFinding{Rule: RuleSharedAppID, AppID: id, MoreUsers: a.more}
+	all := map[string]bool{}
+	parts := make([]string, 0, len(a.users))
+	for i := range a.users {
+		u := &a.users[i]
+		nss := u.namespacesOf()
+		for _, ns := range nss {
+			all[ns] = true
+		}
+		f.Users = append(f.Users, AppUser{User: u.user, Pods: u.pods, Namespaces: nss, MoreNamespaces: u.moreNS(), Oldest: u.example})
+		where := strings.Join(nss, ", ")
+		if u.moreNS() {
+			where += ", ..."
+		}
+		owner := ""
+		if i == 0 {
+			owner = "owner: "
+		}
+		part := fmt.Sprintf("%q (%s%d pods in %s, oldest %s/%s)", u.user, owner, u.pods, where, u.example.Namespace, u.example.Name)
+		parts = append(parts, part)
+	}
+	for ns := range all {
+		f.Namespaces = append(f.Namespaces, ns)
+	}
+	sort.Strings(f.Namespaces)
+	more := ""
+	if a.more > 0 {
+		more = fmt.Sprintf("; %d more users not listed", a.more)
+	}
+	f.Message = fmt.Sprintf("application %s (YuniKorn's application IDs are cluster-wide) has Pods in namespaces %s naming %d users: %s%s",
+		id, strings.Join(f.Namespaces, ", "), len(a.users)+a.more, strings.Join(parts, ", "), more)
+	return f
 }

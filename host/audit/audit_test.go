@@ -121,9 +121,35 @@ func TestRun_findings(t *testing.T) {
 	// Passed: team web-1-a, web-1-c; a first; b third; gen g1, u1.
 	assert.Equal(t, map[string]int{"team": 3, "a": 1, "b": 1, "gen": 2}, r.Passed)
 
+	// Application shared spans namespaces a and b: also one cluster-wide
+	// finding naming both users and both namespaces. web and the generated
+	// application are in one namespace each.
+	assert.True(t, r.AllNamespaces)
+	assert.Equal(t, 1, r.CrossNamespaceApps)
+	require.Len(t, r.ClusterFindings, 1)
+	cf := r.ClusterFindings[0]
+	assert.Equal(t, RuleSharedAppID, cf.Rule)
+	assert.Equal(t, "shared", cf.AppID)
+	assert.Equal(t, []string{"a", "b"}, cf.Namespaces)
+	require.Len(t, cf.Users, 2)
+	assert.Equal(t, AppUser{User: "ann", Pods: 2, Namespaces: []string{"a", "b"},
+		Oldest: Resource{APIVersion: "v1", Kind: "Pod", Namespace: "a", Name: "first", UID: "a-first"}}, cf.Users[0])
+	assert.Equal(t, "ben", cf.Users[1].User)
+	assert.Equal(t, []string{"b"}, cf.Users[1].Namespaces)
+	assert.Equal(t, `application shared (YuniKorn's application IDs are cluster-wide) has Pods in namespaces a, b naming 2 users: `+
+		`"ann" (owner: 2 pods in a, b, oldest a/first), "ben" (1 pods in b, oldest b/second)`, cf.Message)
+
 	var table bytes.Buffer
 	require.NoError(t, r.WriteTable(&table))
-	assert.Contains(t, table.String(), "8 findings; audited")
+	assert.Contains(t, table.String(), "8 findings and 1 cluster-wide; audited")
+	assert.Contains(t, table.String(), "(cluster)  Application  shared   application-id-shared     ann,ben")
+
+	// One namespace: applications are not seen whole, nothing cluster-wide.
+	r, err = Run(t.Context(), cs, Options{Namespace: "b"})
+	require.NoError(t, err)
+	assert.False(t, r.AllNamespaces)
+	assert.Empty(t, r.ClusterFindings)
+	assert.Nil(t, r.ClusterPolicyReport(t0))
 }
 
 // The pager follows Continue tokens to the end, one request a page, with
@@ -274,4 +300,115 @@ func TestRun_ownerUnread(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, r.Findings)
 	assert.Equal(t, 1, r.OwnersUnread)
+}
+
+// The ClusterPolicyReport: a fail result per application that spans
+// namespaces with several users, naming every user's oldest Pod; the
+// applications across namespaces with one user count as pass. ApplyCluster
+// creates, replaces, and deletes it when nothing cluster-wide is left
+// (only its own).
+func TestClusterPolicyReport(t *testing.T) {
+	cs := fake.NewClientset(
+		pod("a", "p1", ui("ann"), map[string]string{"applicationId": "x"}, 1),
+		pod("b", "p2", ui("ben"), map[string]string{"applicationId": "x"}, 2),
+		pod("c", "p3", ui("cy"), map[string]string{"applicationId": "x"}, 3),
+		pod("a", "q1", ui("ann"), map[string]string{"applicationId": "y"}, 4),
+		pod("b", "q2", ui("ann"), map[string]string{"applicationId": "y"}, 5),
+	)
+	r, err := Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, 2, r.CrossNamespaceApps)
+	cpr := r.ClusterPolicyReport(t0)
+	require.NotNil(t, cpr)
+	assert.Equal(t, "ClusterPolicyReport", cpr.GetKind())
+	assert.Equal(t, "wgpolicyk8s.io/v1alpha2", cpr.GetAPIVersion())
+	assert.Equal(t, ReportName, cpr.GetName())
+	assert.Empty(t, cpr.GetNamespace())
+	assert.Equal(t, map[string]string{"app.kubernetes.io/managed-by": ReportSource}, cpr.GetLabels())
+	summary, _, _ := unstructured.NestedMap(cpr.Object, "summary")
+	assert.Equal(t, map[string]any{"pass": int64(1), "fail": int64(1), "warn": int64(0), "error": int64(0), "skip": int64(0)}, summary)
+	results, _, _ := unstructured.NestedSlice(cpr.Object, "results")
+	require.Len(t, results, 1)
+	res := results[0].(map[string]any)
+	assert.Equal(t, RuleSharedAppID, res["rule"])
+	assert.Equal(t, "fail", res["result"])
+	assert.Equal(t, map[string]any{"applicationId": "x", "users": "ann,ben,cy", "namespaces": "a,b,c", "owner": "ann"}, res["properties"])
+	assert.Equal(t, []any{
+		map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "p1", "namespace": "a", "uid": "a-p1"},
+		map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "p2", "namespace": "b", "uid": "b-p2"},
+		map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "p3", "namespace": "c", "uid": "c-p3"},
+	}, res["resources"])
+	assert.Contains(t, res["message"], "has Pods in namespaces a, b, c naming 3 users")
+	// Every result's properties are strings, as the CRD requires.
+	for k, v := range res["properties"].(map[string]any) {
+		assert.IsType(t, "", v, k)
+	}
+	// The namespaced reports still carry a finding per Pod of another user.
+	var inB int
+	for _, rep := range r.PolicyReports(t0) {
+		if rep.GetNamespace() == "b" {
+			s, _, _ := unstructured.NestedMap(rep.Object, "summary")
+			inB = int(s["fail"].(int64))
+		}
+	}
+	assert.Equal(t, 1, inB)
+
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		PolicyReportGVR: "PolicyReportList", ClusterPolicyReportGVR: "ClusterPolicyReportList"})
+	require.NoError(t, ApplyCluster(t.Context(), dyn, cpr))
+	require.NoError(t, ApplyCluster(t.Context(), dyn, cpr), "replaced")
+	got, err := dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, summary, got.Object["summary"])
+
+	// Nothing across namespaces any more: no report, and the old one goes.
+	r, err = Run(t.Context(), fake.NewClientset(pod("a", "p1", ui("ann"), nil, 1)), Options{})
+	require.NoError(t, err)
+	assert.Nil(t, r.ClusterPolicyReport(t0))
+	require.NoError(t, ApplyCluster(t.Context(), dyn, nil))
+	_, err = dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "%v", err)
+	require.NoError(t, ApplyCluster(t.Context(), dyn, nil), "nothing to delete")
+
+	// Another tool's report of that name stays.
+	foreign := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "ClusterPolicyReport",
+		"metadata": map[string]any{"name": ReportName}}}
+	_, err = dyn.Resource(ClusterPolicyReportGVR).Create(t.Context(), foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NoError(t, ApplyCluster(t.Context(), dyn, nil))
+	_, err = dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
+	assert.NoError(t, err)
+}
+
+// The namespaces of a user of an application are all kept (up to a bound)
+// whatever order its Pods are listed in; an application is across
+// namespaces whichever user's Pods make it so.
+func TestRun_appNamespaces(t *testing.T) {
+	app := map[string]string{"applicationId": "z"}
+	cs := fake.NewClientset(
+		// Listed by namespace: ann's oldest Pod comes after a newer one.
+		pod("a", "new", ui("ann"), app, 9),
+		pod("b", "old", ui("ann"), app, 1),
+		pod("c", "x", ui("ann"), app, 5),
+		pod("d", "x", ui("ann"), app, 5),
+		pod("e", "x", ui("ann"), app, 5),
+		pod("e", "y", ui("bob"), app, 6),
+	)
+	r, err := Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	require.Len(t, r.ClusterFindings, 1)
+	ann := r.ClusterFindings[0].Users[0]
+	assert.Equal(t, "old", ann.Oldest.Name)
+	assert.Equal(t, 5, ann.Pods)
+	assert.Equal(t, []string{"a", "b", "c", "d"}, ann.Namespaces, "four kept")
+	assert.True(t, ann.MoreNamespaces)
+	assert.Equal(t, []string{"a", "b", "c", "d", "e"}, r.ClusterFindings[0].Namespaces)
+	assert.Contains(t, r.ClusterFindings[0].Message, `"ann" (owner: 5 pods in a, b, c, d, ..., oldest b/old)`)
+
+	// Two users, each in one namespace of its own.
+	cs = fake.NewClientset(pod("a", "p", ui("ann"), app, 1), pod("b", "q", ui("bob"), app, 2))
+	r, err = Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	require.Len(t, r.ClusterFindings, 1)
+	assert.Equal(t, 1, r.CrossNamespaceApps)
 }

@@ -16,6 +16,10 @@ type ownerInfo struct {
 	known bool
 	valid bool
 	id    Identity
+	// custom is an owner of the workloads setting; where says where it
+	// records its identity, for messages.
+	custom bool
+	where  string
 }
 
 // owner returns what the Pod's controller template records, read on
@@ -57,9 +61,7 @@ func (s *scan) owner(ctx context.Context, ns string, ref *metav1.OwnerReference)
 			tmpl, uid = o.Spec.Template, string(o.UID)
 		}
 	default:
-		// A custom controller: its template path is not known here.
-		s.owners.put(key, ownerInfo{})
-		return ownerInfo{}, nil
+		return s.customOwner(ctx, ns, ref)
 	}
 	if apierrors.IsNotFound(err) {
 		s.owners.put(key, ownerInfo{})

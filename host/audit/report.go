@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/yunikorn-userinfo/userinfo/host/workloads"
 )
 
 // The PolicyReport API of the Kubernetes Policy working group
@@ -31,8 +33,16 @@ const (
 	maxResults = 2000
 )
 
-// PolicyReportGVR is the resource of the namespaced PolicyReports.
-var PolicyReportGVR = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+// PolicyReportGVR is the resource of the namespaced PolicyReports,
+// ClusterPolicyReportGVR that of the cluster-scoped ones.
+var (
+	PolicyReportGVR        = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
+	ClusterPolicyReportGVR = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "clusterpolicyreports"}
+)
+
+// RuleKindNotServed is the skip result of the ClusterPolicyReport for a
+// custom kind of the workloads setting that the API server does not serve.
+const RuleKindNotServed = "workload-kind-not-served"
 
 // WriteTable prints the findings as a table, then a summary line.
 func (r *Report) WriteTable(w io.Writer) error {
@@ -42,11 +52,30 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", f.Resource.Namespace, f.Resource.Kind, f.Resource.Name, f.Rule,
 			dash(f.User), dash(f.AppID), strings.ReplaceAll(f.Message, "\n", " "))
 	}
+	for _, f := range r.ClusterFindings {
+		users := make([]string, 0, len(f.Users))
+		for _, u := range f.Users {
+			users = append(users, u.User)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", "(cluster)", "Application", f.AppID, f.Rule,
+			strings.Join(users, ","), f.AppID, strings.ReplaceAll(f.Message, "\n", " "))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d findings; audited %s\n", len(r.Findings), r.counts())
-	return err
+	cluster := ""
+	if len(r.ClusterFindings) > 0 {
+		cluster = fmt.Sprintf(" and %d cluster-wide", len(r.ClusterFindings))
+	}
+	if _, err := fmt.Fprintf(w, "%d findings%s; audited %s\n", len(r.Findings), cluster, r.counts()); err != nil {
+		return err
+	}
+	for _, k := range r.Skipped {
+		if _, err := fmt.Fprintf(w, "not audited: %s (%s): %s\n", workloads.KindRef{Group: k.Group, Kind: k.Kind}, k.Entry, k.Reason); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func dash(s string) string {
@@ -133,6 +162,99 @@ func (r *Report) PolicyReports(now time.Time) []*unstructured.Unstructured {
 	return out
 }
 
+// ClusterPolicyReport builds the cluster-wide report: a fail result per
+// application whose Pods in several namespaces name several users (its
+// resources the oldest Pod of each user, every namespace and user in its
+// message and properties), a skip result per custom kind not audited, and
+// the applications across namespaces with one user counted as pass. The
+// Pods of such an application are also findings of their namespaces'
+// PolicyReports; this result is the one view of the whole application.
+// It returns nil when the audit did not read every namespace (an
+// application is then not seen whole), or when there is nothing
+// cluster-wide to report: no application spans namespaces and every kind
+// was audited.
+func (r *Report) ClusterPolicyReport(now time.Time) *unstructured.Unstructured {
+	if !r.AllNamespaces || (r.CrossNamespaceApps == 0 && len(r.Skipped) == 0) {
+		return nil
+	}
+	ts := map[string]any{"seconds": now.Unix(), "nanos": int64(0)}
+	results := make([]any, 0, min(len(r.ClusterFindings)+len(r.Skipped), maxResults))
+	for _, f := range r.ClusterFindings {
+		if len(results) == maxResults {
+			break
+		}
+		resources := make([]any, 0, len(f.Users))
+		users := make([]string, 0, len(f.Users))
+		for _, u := range f.Users {
+			users = append(users, u.User)
+			resources = append(resources, map[string]any{"apiVersion": u.Oldest.APIVersion, "kind": u.Oldest.Kind, "name": u.Oldest.Name,
+				"namespace": u.Oldest.Namespace, "uid": string(u.Oldest.UID)})
+		}
+		props := map[string]any{"applicationId": f.AppID, "users": strings.Join(users, ","), "namespaces": strings.Join(f.Namespaces, ","),
+			"owner": users[0]}
+		if f.MoreUsers > 0 {
+			props["moreUsers"] = fmt.Sprint(f.MoreUsers)
+		}
+		results = append(results, map[string]any{
+			"policy": ReportPolicy, "rule": f.Rule, "result": "fail", "severity": "high", "scored": true,
+			"category": "Identity", "message": f.Message, "source": ReportSource, "timestamp": ts,
+			"resources": resources, "properties": props,
+		})
+	}
+	for _, k := range r.Skipped {
+		if len(results) == maxResults {
+			break
+		}
+		kr := workloads.KindRef{Group: k.Group, Kind: k.Kind}
+		props := map[string]any{"group": k.Group, "kind": k.Kind, "entry": k.Entry}
+		if k.Version != "" {
+			props["version"] = k.Version
+		}
+		results = append(results, map[string]any{
+			"policy": ReportPolicy, "rule": RuleKindNotServed, "result": "skip", "scored": false,
+			"category": "Identity", "message": kr.String() + " (" + k.Entry + ") was not audited: " + k.Reason,
+			"source": ReportSource, "timestamp": ts, "properties": props,
+		})
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "wgpolicyk8s.io/v1alpha2",
+		"kind":       "ClusterPolicyReport",
+		"metadata": map[string]any{
+			"name":   ReportName,
+			"labels": map[string]any{"app.kubernetes.io/managed-by": ReportSource},
+		},
+		"summary": map[string]any{"pass": int64(r.CrossNamespaceApps - len(r.ClusterFindings)), "fail": int64(len(r.ClusterFindings)),
+			"warn": int64(0), "error": int64(0), "skip": int64(len(r.Skipped))},
+		"results": results,
+	}}
+}
+
+// ApplyCluster creates or replaces the ClusterPolicyReport, or, when there
+// is none (nil: nothing cluster-wide), deletes the one an earlier audit
+// wrote (by name and label). Call it only for an audit of every
+// namespace: one of a single namespace knows nothing cluster-wide.
+func ApplyCluster(ctx context.Context, dyn dynamic.Interface, report *unstructured.Unstructured) error {
+	c := dyn.Resource(ClusterPolicyReportGVR)
+	if report != nil {
+		return writeOne(ctx, c, "ClusterPolicyReport "+report.GetName(), report)
+	}
+	old, err := c.Get(ctx, ReportName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the ClusterPolicyReport of an earlier audit: %w", err)
+	}
+	if old.GetLabels()["app.kubernetes.io/managed-by"] != ReportSource {
+		return nil
+	}
+	err = c.Delete(ctx, ReportName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrUID(old.GetUID())}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the stale ClusterPolicyReport %s: %w", ReportName, err)
+	}
+	return nil
+}
+
 // Apply creates every report, or replaces the one of the same name, then
 // deletes the reports an earlier audit wrote (by name and label) in
 // namespaces (of scope: one namespace, or "" for all) that have none now:
@@ -174,19 +296,27 @@ func ptrUID(u types.UID) *types.UID { return &u }
 func write(ctx context.Context, dyn dynamic.Interface, reports []*unstructured.Unstructured) error {
 	for _, rep := range reports {
 		c := dyn.Resource(PolicyReportGVR).Namespace(rep.GetNamespace())
-		_, err := c.Create(ctx, rep, metav1.CreateOptions{FieldManager: ReportSource})
-		if apierrors.IsAlreadyExists(err) {
-			old, gerr := c.Get(ctx, rep.GetName(), metav1.GetOptions{})
-			if gerr != nil {
-				return fmt.Errorf("read PolicyReport %s/%s: %w", rep.GetNamespace(), rep.GetName(), gerr)
-			}
-			rep = rep.DeepCopy()
-			rep.SetResourceVersion(old.GetResourceVersion())
-			_, err = c.Update(ctx, rep, metav1.UpdateOptions{FieldManager: ReportSource})
+		if err := writeOne(ctx, c, "PolicyReport "+rep.GetNamespace()+"/"+rep.GetName(), rep); err != nil {
+			return err
 		}
-		if err != nil {
-			return fmt.Errorf("write PolicyReport %s/%s: %w", rep.GetNamespace(), rep.GetName(), err)
+	}
+	return nil
+}
+
+// writeOne creates a report, or replaces the one of the same name.
+func writeOne(ctx context.Context, c dynamic.ResourceInterface, what string, rep *unstructured.Unstructured) error {
+	_, err := c.Create(ctx, rep, metav1.CreateOptions{FieldManager: ReportSource})
+	if apierrors.IsAlreadyExists(err) {
+		old, gerr := c.Get(ctx, rep.GetName(), metav1.GetOptions{})
+		if gerr != nil {
+			return fmt.Errorf("read %s: %w", what, gerr)
 		}
+		rep = rep.DeepCopy()
+		rep.SetResourceVersion(old.GetResourceVersion())
+		_, err = c.Update(ctx, rep, metav1.UpdateOptions{FieldManager: ReportSource})
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }
