@@ -231,9 +231,9 @@ func TestYuniKornAdmissionReplaced(t *testing.T) {
 	t.Logf("audit:\n%s\n%s", out, progress)
 	var audit struct {
 		Findings []struct {
-			Rule     string `json:"rule"`
-			User     string `json:"user"`
-			AppID    string `json:"applicationId"`
+			Rule     string                                 `json:"rule"`
+			User     string                                 `json:"user"`
+			AppID    string                                 `json:"applicationId"`
 			Resource struct{ Kind, Namespace, Name string } `json:"resource"`
 		} `json:"findings"`
 	}
