@@ -212,6 +212,7 @@ func TestYuniKornAdmissionReplaced(t *testing.T) {
 
 	p, err = client(livy).CoreV1().Pods(team).Create(ctx, ykPod("livy-for-carol", "app-"+team+"-carol", forCarol), metav1.CreateOptions{})
 	require.NoError(t, err, "the migrated external user submits for carol")
+	assert.Equal(t, forCarol[annotationKey], p.Annotations[annotationKey])
 	app = waitScheduled(t, team, "livy-for-carol", "app-"+team+"-carol")
 	assert.Equal(t, "carol", app.User)
 	assert.Equal(t, "root.analytics", app.QueueName)
