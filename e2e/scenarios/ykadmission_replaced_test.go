@@ -14,9 +14,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/yunikorn-userinfo/userinfo/e2e/internal/cluster"
@@ -126,9 +129,11 @@ func TestYuniKornAdmissionReplaced(t *testing.T) {
 	require.NoError(t, os.WriteFile(settingsFile, []byte(stdout), 0o600))
 
 	// 3. Install it beside YuniKorn's controller (after it by name), in
-	// monitor mode.
+	// monitor mode, as a service account that may read what the
+	// scheduling jobs read (deploy/webhook/scheduling/rbac.yaml).
 	wh, err := e2e.cluster.StartWebhook(ctx, cluster.WebhookOptions{
-		Name: "serve-replaced-" + suffix, Binary: e2e.serveBinary, SettingsFile: settingsFile, ExtraArgs: []string{"--monitor"},
+		Name: "serve-replaced-" + suffix, Binary: e2e.serveBinary, SettingsFile: settingsFile,
+		ExtraArgs: []string{"--monitor", "--kubeconfig", schedulingReader(t, yk.ns)},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, wh.Stop()) })
@@ -247,6 +252,45 @@ func TestYuniKornAdmissionReplaced(t *testing.T) {
 		found = append(found, f.Resource.Kind+" "+f.Resource.Name+" "+f.Rule+" "+f.User+" "+f.AppID)
 	}
 	assert.Equal(t, []string{"Pod alice-as-carol application-id-shared carol " + shared}, found)
+}
+
+// schedulingReader returns the kubeconfig of a service account in ns that
+// may get, list and watch Namespaces and PriorityClasses, as the chart
+// grants the webhook for its scheduling jobs.
+func schedulingReader(t *testing.T, ns string) string {
+	t.Helper()
+	ctx := t.Context()
+	cs := client(admin)
+	const sa = "yunikorn-userinfo"
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-yunikorn-userinfo-scheduling-" + ns},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: []string{"get", "list", "watch"}},
+		},
+	}
+	_, err = cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(ctx)
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, role.Name, metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
+	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	kubeconfig, err := e2e.cluster.WriteTokenKubeconfig("yunikorn-userinfo-"+ns, tok.Status.Token)
+	require.NoError(t, err)
+	return kubeconfig
 }
 
 // waitCalled waits until wh is called for a namespace's Pods (dry-run
