@@ -26,6 +26,7 @@ type appOwnershipSettings struct {
 	// admissionController.filtering.generateUniqueAppId: a Pod without an
 	// ID then gets one of its own rather than its namespace's.
 	uniqueAppIDs bool
+	uniqueSet    bool // generateUniqueAppIds was given
 }
 
 // The application ID sources, in the order the YuniKorn shim (k8shim
@@ -73,7 +74,7 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 			}
 			a.schedulerName = str(f)
 		case "generateUniqueAppIds":
-			a.uniqueAppIDs = parseBool(errs, keyAppOwnership+"."+name, f, false)
+			a.uniqueAppIDs, a.uniqueSet = parseBool(errs, keyAppOwnership+"."+name, f, false), true
 		default:
 			errs.problems = append(errs.problems, key+": unknown key "+quote(name)+" (known keys: mode, schedulerName, generateUniqueAppIds)")
 		}

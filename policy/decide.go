@@ -23,7 +23,10 @@ type decision struct {
 	accepted bool
 	code     int
 	message  string
-	mutation []edit   // how the object changes; nil when unchanged
+	mutation []edit // how the object changes; nil when unchanged
+	// sched is what the scheduling jobs change besides (docs/BEHAVIOUR.md
+	// §3.9); nil when they change nothing.
+	sched    *schedPlan
 	warnings []string // admission warnings shown to the client
 	rule     string   // which rule decided, for the decision trace
 	// claimed is the user.info value the request supplied where the rules
@@ -157,9 +160,21 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	var d decision
 	if op == "CREATE" {
 		d, err = decideCreate(s, r, kind, id, cur)
+		var plan *schedPlan
+		if err == nil && d.accepted && kind == (kindRef{"", "Pod"}) && !s.ValidateOnly {
+			plan, err = planScheduling(s, r, cur)
+		}
 		if err == nil && !d.placeholder {
-			d = checkQueue(d, r, s, kind, cur)
-			d = checkAppOwnership(d, r, s, kind, cur, nil)
+			// The checks judge the Pod as the scheduling jobs leave it:
+			// its scheduler and application are theirs.
+			eff := cur
+			if eff, err = plan.effective(cur); err == nil {
+				d = checkQueue(d, r, s, kind, eff)
+				d = checkAppOwnership(d, r, s, kind, eff, nil)
+			}
+		}
+		if err == nil && d.accepted && plan != nil {
+			d = withScheduling(d, plan)
 		}
 	} else {
 		var old *podMeta

@@ -41,7 +41,7 @@ func logDecision(d decision) {
 	b = append(b, `,"accepted":`...)
 	b = strconv.AppendBool(b, d.accepted)
 	b = append(b, `,"mutated":`...)
-	b = strconv.AppendBool(b, d.mutation != nil)
+	b = strconv.AppendBool(b, d.mutation != nil || d.sched != nil)
 	if d.message != "" {
 		b = append(b, `,"reason":`...)
 		b = appendJSONString(b, d.message)

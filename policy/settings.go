@@ -27,7 +27,7 @@ const (
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers, scheduling"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -78,6 +78,11 @@ type Settings struct {
 	// placeholders carry their originator's identity (docs/BEHAVIOUR.md
 	// §3.6).
 	SchedulerUsers []*regexp.Regexp
+	// Scheduling, when set, does the other jobs of YuniKorn's admission
+	// controller on Pod CREATE: schedulerName, application ID labels,
+	// allow-preemption, ignore-application (docs/BEHAVIOUR.md §3.9).
+	// nil: off.
+	Scheduling *schedulingSettings
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -127,6 +132,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.Workloads = parseWorkloads(&errs, &s.Warnings, v)
 		case keyAppOwnership:
 			s.AppOwnership = parseAppOwnership(&errs, v)
+		case keyScheduling:
+			s.Scheduling = parseScheduling(&errs, &s.Warnings, v)
 		case keyRecordedGroups:
 			s.RecordedGroups = parseRecordedGroups(&errs, &s.Warnings, v)
 		case keyTrustPodTokens:
@@ -161,6 +168,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 		}
 		return true
 	})
+	reconcileUniqueAppIDs(&errs, s)
 	if len(errs.problems) > 0 {
 		return nil, &errs
 	}

@@ -143,7 +143,17 @@ func (d decision) appendResponse(b []byte) []byte {
 		b = append(b, `,"code":`...)
 		b = strconv.AppendInt(b, int64(d.code), 10)
 	}
-	if d.mutation != nil {
+	switch {
+	case d.sched != nil:
+		// The scheduling jobs edit the object as the identity rules
+		// leave it.
+		b = append(b, `,"mutated_object":`...)
+		obj := *d.sched.src
+		if d.mutation != nil {
+			obj = string(appendMutated(nil, d.mutation))
+		}
+		b = append(b, d.sched.apply(obj)...)
+	case d.mutation != nil:
 		// The mutated object is written straight into the response: no
 		// copy of the object is made on its own.
 		b = append(b, `,"mutated_object":`...)

@@ -27,6 +27,7 @@ type migrateFlags struct {
 	queueCheck  string
 	appOwner    string
 	explicit    bool
+	scheduling  bool
 	validate    bool
 	timeout     time.Duration
 }
@@ -51,7 +52,10 @@ strconv.ParseBool, pattern lists split at every comma, trimmed, empty pieces
 skipped; a value YuniKorn cannot use leaves it at its default, and so does
 the output. The settings are written typed (booleans, arrays of patterns) in
 the policy's order of keys, and checked with the embedded policy's
-validate_settings before they are printed.
+validate_settings before they are printed. The admissionController.filtering
+keys become the scheduling setting, written even when none is set (the
+policy then replaces YuniKorn's admission controller); --scheduling=false
+leaves it out.
 
 On stderr, one line per key: KEY: STATUS: what became of it. STATUS is
 mapped; differs (the policy behaves differently from YuniKorn there); invalid
@@ -72,6 +76,7 @@ controller".`,
 	fs.StringVar(&f.queueCheck, "queue-check", "", "add queueCheck with this mode (enforce, warn, off), YuniKorn's namespace and service.policyGroup")
 	fs.StringVar(&f.appOwner, "application-ownership", "", "add applicationOwnership with this mode (enforce, warn, off) and admissionController.filtering.generateUniqueAppId")
 	fs.BoolVar(&f.explicit, "explicit", false, "write every access control setting, with YuniKorn's default where the ConfigMaps set none (YuniKorn's systemUsers default differs from the policy's)")
+	fs.BoolVar(&f.scheduling, "scheduling", true, "write the scheduling setting from admissionController.filtering (the policy then sets schedulerName, application IDs and allow-preemption as YuniKorn's admission controller does); false: keep YuniKorn's admission controller for those")
 	fs.BoolVar(&f.validate, "validate", true, "check the output with the embedded policy's validate_settings")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "with --kubeconfig: the deadline of reading the ConfigMaps")
 	return cmd
@@ -97,7 +102,7 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 	if err != nil {
 		return err
 	}
-	opts := ykconfig.Options{QueueCheck: f.queueCheck, ApplicationOwnership: f.appOwner, Explicit: f.explicit}
+	opts := ykconfig.Options{QueueCheck: f.queueCheck, ApplicationOwnership: f.appOwner, Explicit: f.explicit, NoScheduling: !f.scheduling}
 	if f.kubeconfig != "" || cmd.Flags().Changed("namespace") {
 		opts.Namespace = f.namespace
 	}

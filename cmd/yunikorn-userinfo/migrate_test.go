@@ -131,7 +131,13 @@ func TestMigrate_behaviour(t *testing.T) {
 	t.Run("allowed front-end supplies", func(t *testing.T) {
 		r := evaluate(t, frontends, podRequest("jupyterhub", []string{"system:authenticated"}, carol))
 		assert.True(t, r.Allowed)
-		assert.Empty(t, r.Patch, "the supplied value is kept")
+		patch, err := base64.StdEncoding.DecodeString(r.Patch)
+		require.NoError(t, err)
+		assert.NotContains(t, string(patch), "user.info", "the supplied value is kept")
+		// The filtering keys became scheduling: team-a is processed and
+		// labelled (labelNamespaces ^team-).
+		assert.Contains(t, string(patch), `{"op":"add","path":"/spec/schedulerName","value":"yunikorn"}`)
+		assert.Contains(t, string(patch), `"yunikorn.apache.org/app-id":"yunikorn-team-a-autogen"`)
 	})
 	t.Run("allowed group supplies", func(t *testing.T) {
 		r := evaluate(t, frontends, podRequest("pat", []string{"platform-admins"}, carol))
@@ -237,7 +243,7 @@ current-context: wrong
 		"-o", "json", "--queue-check", "warn")
 	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
 	assert.Equal(t, []string{"/api/v1/namespaces/yk/configmaps/yunikorn-defaults", "/api/v1/namespaces/yk/configmaps/yunikorn-configs"}, paths)
-	assert.JSONEq(t, `{"externalUsers":["^livy$"],"queueCheck":{"mode":"warn","namespace":"yk","policyGroup":"batch"}}`, res.stdout)
+	assert.JSONEq(t, `{"externalUsers":["^livy$"],"queueCheck":{"mode":"warn","namespace":"yk","policyGroup":"batch"},"scheduling":{}}`, res.stdout)
 	assert.Contains(t, res.stderr, "migrate: yk/yunikorn-configs\n")
 
 	res = runCLIWith(t, compilationCache(t), "", "migrate", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "elsewhere")

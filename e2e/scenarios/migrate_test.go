@@ -75,7 +75,7 @@ func TestYuniKornAdmissionMigrate(t *testing.T) {
 		`admissionController.accessControl.externalUsers: mapped: "^livy$," -> externalUsers: ["^livy$"]`,
 		"admissionController.accessControl.externalUsers: differs: YuniKorn skips 1 empty piece(s)",
 		`admissionController.accessControl.externalGroups: mapped: "^platform-admins$," -> externalGroups: ["^platform-admins$"] (from yunikorn-defaults)`,
-		`admissionController.filtering.bypassNamespaces: not mapped: "^kube-system$": `,
+		`admissionController.filtering.bypassNamespaces: mapped: "^kube-system$" -> scheduling.bypassNamespaces: ["^kube-system$"]`,
 		`service.policyGroup: not mapped: "queues": `,
 	} {
 		assert.Truef(t, hasLinePrefix(report, want), "no report line starting %q", want)
@@ -87,6 +87,9 @@ func TestYuniKornAdmissionMigrate(t *testing.T) {
 	assert.Equal(t, map[string]any{
 		"bypassAuth": false, "trustControllers": true,
 		"externalUsers": []any{"^livy$"}, "externalGroups": []any{"^platform-admins$"},
+		// The filtering keys become scheduling: the policy replaces the
+		// admission controller's other jobs too.
+		"scheduling": map[string]any{"bypassNamespaces": []any{"^kube-system$"}},
 	}, migrated)
 
 	settingsFile := filepath.Join(e2e.cluster.Dir, "settings-migrated.yaml")

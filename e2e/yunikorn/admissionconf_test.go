@@ -22,19 +22,14 @@ import (
 
 // TestMigrateParsesAsK8shim checks `yunikorn-userinfo migrate` against
 // YuniKorn itself: for the example ConfigMaps of the conversion's tests and
-// a matrix of awkward values (stray commas, commas inside patterns,
-// patterns that do not compile, every spelling strconv.ParseBool knows and
-// some it does not), the settings migrate prints hold exactly what k8shim
-// v1.9.0's own admission controller configuration
-// (pkg/admission/conf.NewAdmissionControllerConf) runs with.
+// a matrix of awkward values in the access control and filtering keys
+// (stray commas, commas inside patterns, patterns that do not compile,
+// every spelling strconv.ParseBool knows and some it does not), the
+// settings migrate prints hold exactly what k8shim v1.9.0's own admission
+// controller configuration (pkg/admission/conf.NewAdmissionControllerConf)
+// runs with.
 func TestMigrateParsesAsK8shim(t *testing.T) {
-	binary := os.Getenv("E2E_SERVE_BINARY")
-	if binary == "" {
-		binary = "../../build/yunikorn-userinfo"
-	}
-	if _, err := os.Stat(binary); err != nil {
-		t.Fatalf("the yunikorn-userinfo binary: %v (run `make build`, or set E2E_SERVE_BINARY)", err)
-	}
+	binary := serveBinary(t)
 
 	type source struct {
 		name       string
@@ -56,7 +51,8 @@ func TestMigrateParsesAsK8shim(t *testing.T) {
 	bools := []string{"true", "True", "TRUE", "t", "1", "false", "F", "0", "yes", " true", ""}
 	for i, l := range lists {
 		b := bools[i%len(bools)]
-		for _, key := range []string{conf.AMAccessControlSystemUsers, conf.AMAccessControlExternalUsers, conf.AMAccessControlExternalGroups} {
+		for _, key := range []string{conf.AMAccessControlSystemUsers, conf.AMAccessControlExternalUsers, conf.AMAccessControlExternalGroups,
+			conf.AMFilteringProcessNamespaces, conf.AMFilteringBypassNamespaces, conf.AMFilteringLabelNamespaces, conf.AMFilteringNoLabelNamespaces} {
 			sources = append(sources, source{key + "=" + strconv.Quote(l), []*v1.ConfigMap{{
 				ObjectMeta: metav1.ObjectMeta{Name: "yunikorn-configs"},
 				Data:       map[string]string{key: l, conf.AMAccessControlBypassAuth: b, conf.AMFilteringGenerateUniqueAppIds: b},
@@ -100,6 +96,15 @@ func TestMigrateParsesAsK8shim(t *testing.T) {
 				ApplicationOwnership struct {
 					GenerateUniqueAppIds bool `json:"generateUniqueAppIds"`
 				} `json:"applicationOwnership"`
+				// migrate writes scheduling from the filtering keys, every
+				// key of it with --explicit.
+				Scheduling *struct {
+					ProcessNamespaces    []string `json:"processNamespaces"`
+					BypassNamespaces     []string `json:"bypassNamespaces"`
+					LabelNamespaces      []string `json:"labelNamespaces"`
+					NoLabelNamespaces    []string `json:"noLabelNamespaces"`
+					GenerateUniqueAppIds bool     `json:"generateUniqueAppIds"`
+				} `json:"scheduling"`
 			}
 			if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
 				t.Fatalf("migrate printed %q: %v", stdout.String(), err)
@@ -118,8 +123,30 @@ func TestMigrateParsesAsK8shim(t *testing.T) {
 			check("externalUsers", patterns(yk.GetExternalUsers()), got.ExternalUsers)
 			check("externalGroups", patterns(yk.GetExternalGroups()), got.ExternalGroups)
 			check("generateUniqueAppId", yk.GetGenerateUniqueAppIds(), got.ApplicationOwnership.GenerateUniqueAppIds)
+			if got.Scheduling == nil {
+				t.Fatalf("migrate wrote no scheduling: %s", stdout.String())
+			}
+			check("processNamespaces", patterns(yk.GetProcessNamespaces()), got.Scheduling.ProcessNamespaces)
+			check("bypassNamespaces", patterns(yk.GetBypassNamespaces()), got.Scheduling.BypassNamespaces)
+			check("labelNamespaces", patterns(yk.GetLabelNamespaces()), got.Scheduling.LabelNamespaces)
+			check("noLabelNamespaces", patterns(yk.GetNoLabelNamespaces()), got.Scheduling.NoLabelNamespaces)
+			check("scheduling.generateUniqueAppIds", yk.GetGenerateUniqueAppIds(), got.Scheduling.GenerateUniqueAppIds)
 		})
 	}
+}
+
+// serveBinary is the yunikorn-userinfo binary under test: $E2E_SERVE_BINARY,
+// else the repository's build.
+func serveBinary(t *testing.T) string {
+	t.Helper()
+	binary := os.Getenv("E2E_SERVE_BINARY")
+	if binary == "" {
+		binary = "../../build/yunikorn-userinfo"
+	}
+	if _, err := os.Stat(binary); err != nil {
+		t.Fatalf("the yunikorn-userinfo binary: %v (run `make build`, or set E2E_SERVE_BINARY)", err)
+	}
+	return binary
 }
 
 func patterns(res []*regexp.Regexp) []string {

@@ -7,7 +7,14 @@ module github.com/yunikorn-userinfo/userinfo/e2e/yunikorn
 
 go 1.25.0
 
-require github.com/apache/yunikorn-k8shim v1.9.0
+require (
+	github.com/apache/yunikorn-k8shim v1.9.0
+	gopkg.in/evanphx/json-patch.v4 v4.13.0
+	k8s.io/api v0.35.5
+	k8s.io/apimachinery v0.35.5
+	k8s.io/client-go v0.35.5
+	sigs.k8s.io/yaml v1.6.0
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect
@@ -71,14 +78,10 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260226221140-a57be14db171 // indirect
 	google.golang.org/grpc v1.79.3 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
-	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.35.5 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/apimachinery v0.35.5 // indirect
 	k8s.io/apiserver v0.35.5 // indirect
-	k8s.io/client-go v0.35.5 // indirect
 	k8s.io/cloud-provider v0.34.2 // indirect
 	k8s.io/component-base v0.35.5 // indirect
 	k8s.io/component-helpers v0.35.5 // indirect
@@ -93,7 +96,6 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.0 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 // yunikorn-k8shim v1.9.0 requires yunikorn-core v1.9.0-1 and

@@ -29,8 +29,9 @@ const (
 
 // YuniKorn 1.9's defaults of the keys that are mapped.
 const (
-	ykDefaultSystemUsers = "^system:serviceaccount:kube-system:"
-	ykDefaultPolicyGroup = "queues"
+	ykDefaultSystemUsers      = "^system:serviceaccount:kube-system:"
+	ykDefaultPolicyGroup      = "queues"
+	ykDefaultBypassNamespaces = "^kube-system$"
 )
 
 // policyDefaultSystemUsers is the policy's own default (docs/BEHAVIOUR.md §3).
@@ -91,6 +92,12 @@ type Options struct {
 	// behaves as YuniKorn does where the two defaults differ. Default:
 	// only the keys that are set.
 	Explicit bool
+	// NoScheduling leaves the scheduling setting out: YuniKorn's admission
+	// controller stays for its schedulerName, application ID and
+	// preemption jobs. Default: scheduling is written, carrying the
+	// admissionController.filtering keys, since the policy replaces the
+	// admission controller.
+	NoScheduling bool
 }
 
 // Result is a conversion: the settings in the policy's order, and the
@@ -112,6 +119,7 @@ func Convert(src Source, opts Options) (*Result, error) {
 	c.accessControl()
 	c.queueCheck(src)
 	c.appOwnership()
+	c.scheduling()
 	c.notMapped()
 	c.rest()
 	return &c.res, nil
@@ -332,14 +340,14 @@ func (c *converter) appOwnership() {
 		}
 	}
 	if c.opts.ApplicationOwnership == "" {
-		if ok {
+		if ok && c.opts.NoScheduling {
 			c.note(KeyGenerateUniqueAppID, NotMapped, "%q: YuniKorn's admission controller generates the application IDs of "+
 				"Pods without one, this policy generates none (keep YuniKorn's admission controller for it); "+
 				"applicationOwnership.generateUniqueAppIds mirrors it (--application-ownership)", e.value)
 		}
 		return
 	}
-	if ok {
+	if ok && c.opts.NoScheduling {
 		c.note(KeyGenerateUniqueAppID, Mapped, "%q -> applicationOwnership.generateUniqueAppIds: %t; YuniKorn's admission "+
 			"controller still generates the IDs (keep it for that)", e.value, unique)
 	}
@@ -349,17 +357,48 @@ func (c *converter) appOwnership() {
 	}, "--application-ownership")
 }
 
+// scheduling maps the admissionController.filtering keys into the
+// scheduling setting (docs/BEHAVIOUR.md §3.9), read as YuniKorn reads them;
+// the setting is written even when none is set (scheduling: {} is
+// YuniKorn's defaults), unless NoScheduling.
+func (c *converter) scheduling() {
+	if c.opts.NoScheduling {
+		return
+	}
+	// The lists and the boolean are mapped by the same steps as the
+	// access control keys, into an object of their own.
+	top := c.res.Settings
+	c.res.Settings = nil
+	c.list(KeyProcessNamespaces, "scheduling.processNamespaces", "")
+	c.list(KeyBypassNamespaces, "scheduling.bypassNamespaces", ykDefaultBypassNamespaces)
+	c.list(KeyLabelNamespaces, "scheduling.labelNamespaces", "")
+	c.list(KeyNoLabelNamespaces, "scheduling.noLabelNamespaces", "")
+	c.boolean(KeyGenerateUniqueAppID, "scheduling.generateUniqueAppIds", false)
+	obj := c.res.Settings
+	for i := range obj {
+		obj[i].Key = strings.TrimPrefix(obj[i].Key, "scheduling.")
+	}
+	c.res.Settings = top
+	c.set("scheduling", obj, "YuniKorn's admission controller (admissionController.filtering)")
+	c.note("scheduling", Mapped, "the policy does the admission controller's other jobs on Pod CREATE (schedulerName, "+
+		"application ID labels, allow-preemption, ignore-application) in the namespaces these keys and the namespaces' "+
+		"annotations select; remove YuniKorn's admission controller once this webhook serves (two webhooks would both "+
+		"write them). Pass --scheduling=false to leave it out and keep YuniKorn's admission controller for them")
+}
+
 // Why the policy has nothing for the other keys of YuniKorn's admission
 // controller, and what to do instead.
 const (
 	whySchedulerName = "YuniKorn's admission controller sets spec.schedulerName: yunikorn on the Pods of the namespaces it " +
-		"processes; this policy never changes the scheduler name: keep YuniKorn's admission controller for it, with " +
-		"bypassAuth \"true\" (README, \"Migrating from YuniKorn's admission controller\"), or set schedulerName in the " +
+		"processes; without the scheduling setting (--scheduling=false) this policy never changes the scheduler name: keep " +
+		"YuniKorn's admission controller for it, with bypassAuth \"true\" (README, \"Migrating from YuniKorn's admission " +
+		"controller\"), or set schedulerName in the " +
 		"workloads. Which namespaces this webhook covers is its MutatingWebhookConfiguration's namespaceSelector. YuniKorn " +
 		"records user.info on Deployments, Jobs and the other workload kinds only in the namespaces it processes and labels " +
 		"(or when they carry an application ID label), this policy on every guarded kind its webhook sees"
 	whyLabels = "YuniKorn's admission controller labels the Pods of these namespaces with an application ID and queue, and " +
-		"marks the others with yunikorn.apache.org/ignore-application; this policy writes no labels: keep YuniKorn's " +
+		"marks the others with yunikorn.apache.org/ignore-application; without the scheduling setting (--scheduling=false) " +
+		"this policy writes no labels: keep YuniKorn's " +
 		"admission controller for it, with bypassAuth \"true\""
 	whyWebHook = "the Service of YuniKorn's admission controller and the scheduler address its validation of " +
 		"yunikorn-configs calls; this webhook's Service and registration come from its chart or deploy/webhook, and it " +
@@ -375,6 +414,9 @@ func (c *converter) notMapped() {
 		{KeyAMServiceName, whyWebHook},
 		{KeySchedulerAddress, whyWebHook},
 	} {
+		if k.why != whyWebHook && !c.opts.NoScheduling {
+			continue // mapped into scheduling
+		}
 		if e, ok := c.lookup(k.key); ok {
 			c.note(k.key, NotMapped, "%q: %s", e.value, k.why)
 		}

@@ -66,6 +66,34 @@ func TestConvert_examples(t *testing.T) {
 				// "^livy$, ^jupyterhub$": pieces are trimmed.
 				"externalUsers":  []any{"^livy$", "^jupyterhub$"},
 				"externalGroups": []any{"^platform-admins$"},
+				"scheduling": map[string]any{
+					"bypassNamespaces": []any{"^kube-system$", "^monitoring$"},
+					"labelNamespaces":  []any{"^team-"},
+				},
+			},
+			statuses: map[string][]Status{
+				KeyBypassAuth:         {Mapped},
+				KeyTrustControllers:   {Mapped},
+				KeySystemUsers:        {Differs},
+				KeyExternalUsers:      {Mapped, Differs},
+				KeyExternalGroups:     {Mapped, Differs},
+				KeyBypassNamespaces:   {Mapped},
+				KeyLabelNamespaces:    {Mapped},
+				"scheduling":          {Mapped},
+				KeyHotRefresh:         {NotMapped},
+				"log.admission.level": {NotMapped},
+				"(2 other keys)":      {Ignored},
+			},
+		},
+		{
+			// --scheduling=false: the filtering keys stay YuniKorn's
+			// admission controller's.
+			file: "frontends.yaml",
+			opts: Options{NoScheduling: true},
+			want: map[string]any{
+				"bypassAuth": false, "trustControllers": true,
+				"externalUsers":  []any{"^livy$", "^jupyterhub$"},
+				"externalGroups": []any{"^platform-admins$"},
 			},
 			statuses: map[string][]Status{
 				KeyBypassAuth:         {Mapped},
@@ -93,6 +121,7 @@ func TestConvert_examples(t *testing.T) {
 				"queueCheck":       map[string]any{"mode": "warn", "namespace": "batch-system", "policyGroup": "batch"},
 				// "1" is true to strconv.ParseBool.
 				"applicationOwnership": map[string]any{"mode": "enforce", "generateUniqueAppIds": true},
+				"scheduling":           map[string]any{"generateUniqueAppIds": true},
 			},
 			statuses: map[string][]Status{
 				KeyTrustControllers:    {Mapped},
@@ -101,6 +130,7 @@ func TestConvert_examples(t *testing.T) {
 				"namespace":            {Mapped},
 				KeyPolicyGroup:         {Mapped},
 				KeyGenerateUniqueAppID: {Mapped},
+				"scheduling":           {Mapped},
 				"(1 other keys)":       {Ignored},
 			},
 		},
@@ -115,6 +145,8 @@ func TestConvert_examples(t *testing.T) {
 				"externalGroups": []any{"^data-eng$"},
 				// Split at the comma inside {2,8}, as YuniKorn does.
 				"externalUsers": []any{"^svc-[a-z]{2", "8}$"},
+				// No filtering key: YuniKorn's defaults.
+				"scheduling": map[string]any{},
 			},
 			statuses: map[string][]Status{
 				KeyBypassAuth:       {Invalid},
@@ -124,6 +156,7 @@ func TestConvert_examples(t *testing.T) {
 				KeyAMServiceName:    {NotMapped},
 				KeySchedulerAddress: {NotMapped},
 				KeyHotRefresh:       {Differs},
+				"scheduling":        {Mapped},
 				"admissionController.accessControl.externalUser": {Ignored},
 			},
 		},
@@ -134,13 +167,18 @@ func TestConvert_examples(t *testing.T) {
 				"bypassAuth":  true,
 				"systemUsers": []any{},
 				"queueCheck":  map[string]any{"mode": "enforce", "namespace": "yk"},
+				"scheduling": map[string]any{
+					"processNamespaces": []any{"^spark-", "^ml-"},
+					"noLabelNamespaces": []any{"^ml-legacy$"},
+				},
 			},
 			statuses: map[string][]Status{
 				KeyBypassAuth:        {Mapped, Differs},
 				KeySystemUsers:       {Mapped},
 				"namespace":          {Mapped},
-				KeyProcessNamespaces: {NotMapped},
-				KeyNoLabelNamespaces: {NotMapped},
+				KeyProcessNamespaces: {Mapped},
+				KeyNoLabelNamespaces: {Mapped},
+				"scheduling":         {Mapped},
 			},
 		},
 	}
@@ -165,7 +203,7 @@ func TestConvert_examples(t *testing.T) {
 	}
 }
 
-// TestConvert_explicit writes YuniKorn's defaults for the access control
+// TestConvert_explicit writes YuniKorn's defaults for the access control (and filtering)
 // keys that are not set, in the policy's order.
 func TestConvert_explicit(t *testing.T) {
 	r, err := Convert(Source{Configs: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName},
@@ -178,10 +216,17 @@ func TestConvert_explicit(t *testing.T) {
   "trustControllers": true,
   "systemUsers": ["^system:serviceaccount:kube-system:"],
   "externalUsers": [],
-  "externalGroups": ["^ops$"]
+  "externalGroups": ["^ops$"],
+  "scheduling": {
+    "processNamespaces": [],
+    "bypassNamespaces": ["^kube-system$"],
+    "labelNamespaces": [],
+    "noLabelNamespaces": [],
+    "generateUniqueAppIds": false
+  }
 }
 `, string(j))
-	assert.Equal(t, map[string][]Status{KeySystemUsers: {Differs}, KeyExternalGroups: {Mapped, Differs}}, statuses(r))
+	assert.Equal(t, map[string][]Status{KeySystemUsers: {Differs}, KeyExternalGroups: {Mapped, Differs}, "scheduling": {Mapped}}, statuses(r))
 }
 
 // TestFlatten_binaryData: binaryData keys lose their last part; .gz values
@@ -209,6 +254,7 @@ func TestFlatten_binaryData(t *testing.T) {
 		"externalUsers":  []any{"^gz-user$"},
 		"externalGroups": []any{"^from-defaults$"},
 		"systemUsers":    []any{},
+		"scheduling":     map[string]any{},
 	}, settingsJSON(t, r))
 }
 

@@ -96,6 +96,12 @@ func mapping(obj []Setting) *yaml.Node {
 		switch val := s.Value.(type) {
 		case []Setting:
 			v = mapping(val)
+			if len(val) == 0 {
+				// An empty mapping is written {}: the comment of the key
+				// is lost before it, as before a flow [].
+				v.Style = yaml.FlowStyle
+				v.LineComment, k.LineComment = k.LineComment, ""
+			}
 		case []string:
 			v = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 			if len(val) == 0 {

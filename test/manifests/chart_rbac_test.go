@@ -212,3 +212,43 @@ func TestChart_workloads(t *testing.T) {
 	assert.NotContains(t, off.roles, "yunikorn-userinfo-owner-reader", "no operators named, nothing to read")
 	assert.Equal(t, false, *off.deploy.Spec.Template.Spec.AutomountServiceAccountToken)
 }
+
+// TestChart_scheduling: the scheduling setting reads Namespaces and
+// PriorityClasses over the cluster (each unless its switch is off), and
+// nothing when it is absent or null; under Kubewarden the policies list
+// them as their context, Namespace once with queueCheck.
+func TestChart_scheduling(t *testing.T) {
+	t.Parallel()
+	read := []string{"get", "list", "watch"}
+	for _, values := range []string{"settings: {}", "settings: {scheduling: null}"} {
+		off := renderRBAC(t, values, webhookNamespace)
+		assert.NotContains(t, off.roles, "yunikorn-userinfo-scheduling-reader", values)
+		assert.Equal(t, false, *off.deploy.Spec.Template.Spec.AutomountServiceAccountToken, values)
+	}
+
+	on := renderRBAC(t, "settings: {scheduling: {}}", webhookNamespace)
+	assert.Equal(t, true, *on.deploy.Spec.Template.Spec.AutomountServiceAccountToken)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: read},
+		{APIGroups: []string{"scheduling.k8s.io"}, Resources: []string{"priorityclasses"}, Verbs: read},
+	}, on.roles["yunikorn-userinfo-scheduling-reader"].Rules)
+
+	noPreemption := renderRBAC(t, "settings: {scheduling: {preemption: false}}", webhookNamespace)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: read}},
+		noPreemption.roles["yunikorn-userinfo-scheduling-reader"].Rules)
+	listsOnly := renderRBAC(t, "settings: {scheduling: {preemption: false, namespaceAnnotations: false}}", webhookNamespace)
+	assert.NotContains(t, listsOnly.roles, "yunikorn-userinfo-scheduling-reader", "nothing to read")
+
+	kw := renderRBAC(t, "mode: kubewarden\nsettings: {scheduling: {}}", kubewardenNS)
+	require.NotNil(t, kw.server)
+	require.Len(t, kw.policies, 2)
+	for _, p := range kw.policies {
+		assert.Equal(t, []policiesv1.ContextAwareResource{{APIVersion: "v1", Kind: "Namespace"}, {APIVersion: "scheduling.k8s.io/v1", Kind: "PriorityClass"}},
+			p.Spec.ContextAwareResources, p.Name)
+	}
+	both := renderRBAC(t, "mode: kubewarden\nsettings: {scheduling: {}, queueCheck: warn}", kubewardenNS)
+	for _, p := range both.policies {
+		assert.Equal(t, []policiesv1.ContextAwareResource{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Namespace"},
+			{APIVersion: "v1", Kind: "Pod"}, {APIVersion: "scheduling.k8s.io/v1", Kind: "PriorityClass"}}, p.Spec.ContextAwareResources, p.Name)
+	}
+}

@@ -153,6 +153,9 @@ const trustRBACDir = "deploy/webhook/trust-rbac/"
 // queueCheckDir holds the RBAC objects the chart renders with queueCheck.
 const queueCheckDir = "deploy/webhook/queue-check/"
 
+// schedulingDir holds the RBAC objects the chart renders with scheduling.
+const schedulingDir = "deploy/webhook/scheduling/"
+
 // TestChart_renderingIsDeploy: deploy/ is the chart's rendering with the
 // default values (release and namespace yunikorn-userinfo), object for
 // object, field for field, but for the labels Helm adds; and
@@ -165,16 +168,17 @@ func TestChart_renderingIsDeploy(t *testing.T) {
 			"kubewarden": map[string]any{"policyServer": map[string]any{"create": false, "name": "default"}}},
 		trustRBACDir:  {"settings": map[string]any{"trustRBAC": true}},
 		queueCheckDir: {"settings": map[string]any{"queueCheck": "warn"}},
+		schedulingDir: {"settings": map[string]any{"scheduling": map[string]any{}}},
 	} {
 		rendered := mustRender(t, values, webhookNamespace, webhookNamespace)
 		deployed := deployUnder(t, dir)
-		if dir == trustRBACDir || dir == queueCheckDir {
+		if dir == trustRBACDir || dir == queueCheckDir || dir == schedulingDir {
 			// Only the RBAC objects: the rest is deploy/webhook with the
 			// edits their comments name.
 			rendered = slices.DeleteFunc(rendered, func(m manifest) bool { return m.gvk.Group != rbacv1.GroupName })
 		} else {
 			deployed = slices.DeleteFunc(deployed, func(m manifest) bool {
-				return strings.HasPrefix(m.path, trustRBACDir) || strings.HasPrefix(m.path, queueCheckDir)
+				return strings.HasPrefix(m.path, trustRBACDir) || strings.HasPrefix(m.path, queueCheckDir) || strings.HasPrefix(m.path, schedulingDir)
 			})
 		}
 		got := byKey(t, rendered)

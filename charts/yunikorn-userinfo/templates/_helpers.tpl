@@ -107,7 +107,27 @@ empty dict when trustRBAC is off. */}}
 {{/* Whether the policy calls the API server at all. */}}
 {{- define "yunikorn-userinfo.needsAPI" -}}
 {{- $w := include "yunikorn-userinfo.workloads" . | fromJson -}}
-{{- if or (include "yunikorn-userinfo.trustRBAC" .) (include "yunikorn-userinfo.queueCheckNamespace" .) $w.reads }}true{{ end -}}
+{{- $s := include "yunikorn-userinfo.schedulingReads" . | fromJson -}}
+{{- if or (include "yunikorn-userinfo.trustRBAC" .) (include "yunikorn-userinfo.queueCheckNamespace" .) $w.reads $s.reads }}true{{ end -}}
+{{- end -}}
+
+{{/* What the scheduling setting reads (docs/BEHAVIOUR.md §3.9), as JSON
+{"reads": [{group, version, kind, resource}]}: Namespaces (their
+enableYuniKorn and generateAppId annotations) unless namespaceAnnotations
+is false, and PriorityClasses (allow-preemption) unless preemption is
+false; nothing when scheduling is absent or null. */}}
+{{- define "yunikorn-userinfo.schedulingReads" -}}
+{{- $sc := .Values.settings.scheduling -}}
+{{- $reads := list -}}
+{{- if kindIs "map" $sc -}}
+{{- if ternary $sc.namespaceAnnotations true (hasKey $sc "namespaceAnnotations") -}}
+{{- $reads = append $reads (dict "group" "" "version" "v1" "kind" "Namespace" "resource" "namespaces") -}}
+{{- end -}}
+{{- if ternary $sc.preemption true (hasKey $sc "preemption") -}}
+{{- $reads = append $reads (dict "group" "scheduling.k8s.io" "version" "v1" "kind" "PriorityClass" "resource" "priorityclasses") -}}
+{{- end -}}
+{{- end -}}
+{{- toJson (dict "reads" $reads) -}}
 {{- end -}}
 
 {{/* The custom kinds of settings.workloads (docs/BEHAVIOUR.md §3.3, §3.4),
