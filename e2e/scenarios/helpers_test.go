@@ -200,7 +200,12 @@ func createNamespace(ctx context.Context, cs kubernetes.Interface, testName stri
 	if err != nil {
 		return "", fmt.Errorf("create namespace for %s: %w", testName, err)
 	}
-	ns := created.Name
+	return prepareNamespace(ctx, cs, created.Name)
+}
+
+// prepareNamespace binds the test users in an existing namespace and waits
+// until it is usable, as createNamespace describes.
+func prepareNamespace(ctx context.Context, cs kubernetes.Interface, ns string) (string, error) {
 	// The users by name, and group dev as well, so that users who exist
 	// only through impersonation (carol in dev) have the same rights.
 	subjects := []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "dev"}}
@@ -215,7 +220,7 @@ func createNamespace(ctx context.Context, cs kubernetes.Interface, testName stri
 		return "", fmt.Errorf("bind the test users in %s: %w", ns, err)
 	}
 	var last string
-	err = cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+	err := cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
 		if _, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err != nil {
 			last = "service account default: " + err.Error()
 			return false, nil

@@ -88,6 +88,7 @@ type suite struct {
 	// system:kube-controller-manager rather than its service account.
 	sharedControllerCredentials bool
 	serveBinary                 string
+	ykAdmissionBinary           string // YuniKorn's admission controller (kbuild.EnsureAdmissionController)
 	repo                        string
 	settingsFile                string
 	mwcManifest                 []byte
@@ -169,6 +170,21 @@ func run(m *testing.M) int {
 	fmt.Printf("e2e: YuniKorn scheduler %s (core %s) (%s): %.2fs, %s\n", yk.K8shimVersion, yk.CoreVersion, state,
 		yk.Duration.Seconds(), yk.Path)
 
+	// 1b'. YuniKorn's admission controller, from the same wrapper module
+	// (its dependencies are the scheduler's, already compiled).
+	buildCtx, cancelBuild = context.WithTimeout(ctx, 45*time.Minute)
+	ykac, err := kbuild.EnsureAdmissionController(buildCtx, kbuild.Options{ModuleDir: filepath.Join(repo, "e2e", "yunikorn"), Log: log})
+	cancelBuild()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: build YuniKorn's admission controller:", err)
+		return 1
+	}
+	state = "cached"
+	if ykac.Cold {
+		state = "cold build"
+	}
+	fmt.Printf("e2e: YuniKorn admission controller %s (%s): %.2fs, %s\n", ykac.K8shimVersion, state, ykac.Duration.Seconds(), ykac.Path)
+
 	// 1c. The operators of the workloads scenarios, each from its wrapper
 	// module under e2e/operators (a few minutes each, cold). The second
 	// pass runs only the YuniKorn scenarios and skips them.
@@ -213,7 +229,8 @@ func run(m *testing.M) int {
 		return 1
 	}
 	interrupted.setCluster(c)
-	e2e = &suite{cluster: c, serveBinary: serveBinary, sharedControllerCredentials: shared, operators: operators, timings: map[string]time.Duration{}}
+	e2e = &suite{cluster: c, serveBinary: serveBinary, sharedControllerCredentials: shared, operators: operators,
+		ykAdmissionBinary: ykac.Path, timings: map[string]time.Duration{}}
 
 	code := func() int {
 		defer func() {

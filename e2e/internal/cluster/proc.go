@@ -28,6 +28,8 @@ type Process struct {
 	LogFile string
 	// Env is added to the environment the process inherits.
 	Env []string
+	// NetNS, when set, is the network namespace the process runs in.
+	NetNS *NetNS
 
 	reg     *processes
 	mu      sync.Mutex
@@ -89,7 +91,11 @@ func (p *Process) start() error {
 		// -timeout alarm, SIGKILL), the kernel kills the child too.
 		Pdeathsig: syscall.SIGKILL,
 	}
-	if err := cmd.Start(); err != nil {
+	startCmd := cmd.Start
+	if p.NetNS != nil {
+		startCmd = func() error { return p.NetNS.Do(cmd.Start) }
+	}
+	if err := startCmd(); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
