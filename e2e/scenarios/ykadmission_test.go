@@ -98,7 +98,7 @@ func TestYuniKornAdmissionBeside(t *testing.T) {
 		assert.Equal(t, "root.alice", app.QueueName)
 
 		_, err = client(bob).CoreV1().Pods(after).Create(ctx, ykPod("bob-as-carol", "app-"+after+"-forged", forCarol), metav1.CreateOptions{})
-		requireRefused(t, err, cluster.YKMutatePodsWebhook, e2e.identity[bob].notAllowed())
+		requireRefusedByYuniKorn(t, err, e2e.identity[bob].notAllowed())
 
 		appCarol := "app-" + after + "-carol"
 		p, err = client(livy).CoreV1().Pods(after).Create(ctx, ykPod("livy-for-carol", appCarol, forCarol), metav1.CreateOptions{})
@@ -111,7 +111,7 @@ func TestYuniKornAdmissionBeside(t *testing.T) {
 
 	t.Run("bypassAuth false, this webhook first", func(t *testing.T) {
 		_, err := alicePod(before, "alice-refused", "", nil)
-		requireRefused(t, err, cluster.YKMutatePodsWebhook, aliceID.notAllowed())
+		requireRefusedByYuniKorn(t, err, aliceID.notAllowed())
 		assert.Contains(t, mutateDecisions(t, e2e.webhook, before, "alice-refused"), "mutated",
 			"this policy recorded alice first; YuniKorn then saw a user.info that alice may not supply")
 	})
@@ -172,4 +172,19 @@ func TestYuniKornAdmissionBeside(t *testing.T) {
 	t.Logf("the API server called YuniKorn's controller over %d connections through its Service", yk.ac.Service.Accepted.Load())
 	assert.Positive(t, yk.ac.Service.Accepted.Load())
 	assert.Zero(t, yk.ac.Service.Failed.Load(), "every connection reached the controller")
+}
+
+// requireRefusedByYuniKorn checks that err is the API server's refusal by
+// YuniKorn's Pod webhook with the given message. Its answer carries a
+// message and no code (k8shim pkg/admission admissionResponseBuilder), which
+// the API server turns into 400 (k8s.io/apiserver
+// pkg/admission/plugin/webhook/errors ToStatusErr); this policy's refusals
+// are 403.
+func requireRefusedByYuniKorn(t *testing.T, err error, message string) {
+	t.Helper()
+	require.Error(t, err, "the API server accepted a request YuniKorn's controller must refuse")
+	var status apierrors.APIStatus
+	require.Truef(t, errors.As(err, &status), "want an API status error, got %T: %v", err, err)
+	assert.Equal(t, `admission webhook "`+cluster.YKMutatePodsWebhook+`" denied the request: `+message, status.Status().Message)
+	assert.EqualValues(t, 400, status.Status().Code)
 }
