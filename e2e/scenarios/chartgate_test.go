@@ -166,7 +166,9 @@ func createGateRBAC(t *testing.T, rendering *cluster.Rendering, release string) 
 	ctx := t.Context()
 	cs := client(admin)
 	strict := metav1.CreateOptions{FieldValidation: "Strict"}
-	gate := func(doc []byte) bool { return strings.Contains(string(doc), "app.kubernetes.io/component: registration-gate") }
+	gate := func(doc []byte) bool {
+		return strings.Contains(string(doc), "app.kubernetes.io/component: registration-gate")
+	}
 	for _, doc := range rendering.All("ServiceAccount") {
 		if !gate(doc) {
 			continue
