@@ -119,10 +119,16 @@ func TestEmbeddedCacheDeclaration(t *testing.T) {
 		if r.Kind != "ConfigMap" {
 			assert.Equal(t, kubecap.WatchCluster, s.Watch, "%s: one watch", r)
 		}
-		if r.APIVersion != "v1" {
+		switch {
+		case r.Kind == "PriorityClass":
+			// The scheduling setting reads only its allow-preemption annotation.
+			assert.Subset(t, s.Fields, []string{"metadata.annotations"}, r.String())
+		case r.APIVersion != "v1":
+			// A workload kind: its owner record and pod templates.
 			assert.Subset(t, s.Fields, []string{"metadata.annotations", "spec"}, r.String())
 		}
 	}
+	assert.Contains(t, resources, kubecap.Resource{APIVersion: "scheduling.k8s.io/v1", Kind: "PriorityClass"})
 	pod := byKind[kubecap.Resource{APIVersion: "v1", Kind: "Pod"}]
 	assert.Subset(t, pod.Fields, []string{"metadata.labels", "metadata.annotations", "metadata.ownerReferences.uid",
 		"metadata.ownerReferences.controller", "spec.schedulerName", "spec.serviceAccountName", "status.phase"})
