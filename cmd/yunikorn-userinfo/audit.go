@@ -194,10 +194,14 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 		reports := rep.PolicyReports(now)
 		cluster := rep.ClusterPolicyReport(now)
 		if f.apply {
-			if err := audit.Apply(ctx, dyn, f.namespace, reports); err != nil {
+			skipped, err := audit.Apply(ctx, dyn, f.namespace, reports)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%d PolicyReports written (%s)\n", len(reports), audit.ReportName)
+			for _, ns := range skipped {
+				fmt.Fprintf(a.stderr, "audit: namespace %s is gone or being deleted: its PolicyReport was not written\n", ns)
+			}
+			fmt.Fprintf(a.stdout, "%d PolicyReports written (%s)\n", len(reports)-len(skipped), audit.ReportName)
 			// Only an audit of every namespace knows what is cluster-wide;
 			// one of a namespace leaves the ClusterPolicyReport alone.
 			if f.namespace != "" {

@@ -274,10 +274,13 @@ func TestPolicyReports(t *testing.T) {
 		"metadata": map[string]any{"name": "polr-ns-b-kubewarden", "namespace": "b", "labels": map[string]any{"app.kubernetes.io/managed-by": "kubewarden"}}}}
 	_, err := dyn.Resource(PolicyReportGVR).Namespace("b").Create(t.Context(), foreign, metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.NoError(t, Apply(t.Context(), dyn, "", reps))
+	skipped, err := Apply(t.Context(), dyn, "", reps)
+	require.NoError(t, err)
+	assert.Empty(t, skipped)
 	r.Findings = r.Findings[:1]
 	delete(r.Passed, "b")
-	require.NoError(t, Apply(t.Context(), dyn, "", r.PolicyReports(t0)))
+	_, err = Apply(t.Context(), dyn, "", r.PolicyReports(t0))
+	require.NoError(t, err)
 	got, err := dyn.Resource(PolicyReportGVR).Namespace("a").Get(t.Context(), ReportName, metav1.GetOptions{})
 	require.NoError(t, err)
 	results, _, _ := unstructured.NestedSlice(got.Object, "results")
@@ -286,6 +289,38 @@ func TestPolicyReports(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "the stale report is gone: %v", err)
 	_, err = dyn.Resource(PolicyReportGVR).Namespace("b").Get(t.Context(), foreign.GetName(), metav1.GetOptions{})
 	assert.NoError(t, err, "another tool's report stays")
+}
+
+// A namespace deleted while the audit ran cannot take its report: it is
+// skipped and named, the other reports are written, and any other refusal
+// is still an error.
+func TestApply_namespaceGone(t *testing.T) {
+	rep := func(ns string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
+			"metadata": map[string]any{"name": ReportName, "namespace": ns}}}
+	}
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{PolicyReportGVR: "PolicyReportList"})
+	dyn.PrependReactor("create", "policyreports", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch a.GetNamespace() {
+		case "terminating":
+			err := apierrors.NewForbidden(PolicyReportGVR.GroupResource(), ReportName, fmt.Errorf("unable to create new content in namespace terminating because it is being terminated"))
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace"}}
+			return true, nil, err
+		case "deleted":
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "deleted")
+		case "forbidden":
+			return true, nil, apierrors.NewForbidden(PolicyReportGVR.GroupResource(), ReportName, fmt.Errorf("no"))
+		}
+		return false, nil, nil
+	})
+	skipped, err := Apply(t.Context(), dyn, "", []*unstructured.Unstructured{rep("terminating"), rep("a"), rep("deleted")})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"terminating", "deleted"}, skipped)
+	_, err = dyn.Resource(PolicyReportGVR).Namespace("a").Get(t.Context(), ReportName, metav1.GetOptions{})
+	assert.NoError(t, err, "the other namespace's report is written")
+
+	_, err = Apply(t.Context(), dyn, "", []*unstructured.Unstructured{rep("forbidden")})
+	assert.ErrorContains(t, err, "write PolicyReport forbidden/"+ReportName)
 }
 
 // A controller that cannot be read is counted, not silently passed over.

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -9,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -259,9 +261,13 @@ func ApplyCluster(ctx context.Context, dyn dynamic.Interface, report *unstructur
 // deletes the reports an earlier audit wrote (by name and label) in
 // namespaces (of scope: one namespace, or "" for all) that have none now:
 // their objects are gone, and a report that stayed would say otherwise.
-func Apply(ctx context.Context, dyn dynamic.Interface, scope string, reports []*unstructured.Unstructured) error {
-	if err := write(ctx, dyn, reports); err != nil {
-		return err
+// A namespace deleted or being deleted while the audit ran cannot take a
+// report: it is skipped and named in the first result, not an error (its
+// objects are going away with it).
+func Apply(ctx context.Context, dyn dynamic.Interface, scope string, reports []*unstructured.Unstructured) ([]string, error) {
+	skipped, err := write(ctx, dyn, reports)
+	if err != nil {
+		return skipped, err
 	}
 	keep := map[string]bool{}
 	for _, r := range reports {
@@ -271,7 +277,7 @@ func Apply(ctx context.Context, dyn dynamic.Interface, scope string, reports []*
 	for {
 		l, err := dyn.Resource(PolicyReportGVR).Namespace(scope).List(ctx, opts)
 		if err != nil {
-			return fmt.Errorf("list the PolicyReports of earlier audits: %w", err)
+			return skipped, fmt.Errorf("list the PolicyReports of earlier audits: %w", err)
 		}
 		for _, old := range l.Items {
 			if old.GetName() != ReportName || keep[old.GetNamespace()] {
@@ -280,11 +286,11 @@ func Apply(ctx context.Context, dyn dynamic.Interface, scope string, reports []*
 			err := dyn.Resource(PolicyReportGVR).Namespace(old.GetNamespace()).Delete(ctx, old.GetName(),
 				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrUID(old.GetUID())}})
 			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("delete the stale PolicyReport %s/%s: %w", old.GetNamespace(), old.GetName(), err)
+				return skipped, fmt.Errorf("delete the stale PolicyReport %s/%s: %w", old.GetNamespace(), old.GetName(), err)
 			}
 		}
 		if l.GetContinue() == "" {
-			return nil
+			return skipped, nil
 		}
 		opts.Continue = l.GetContinue()
 	}
@@ -292,15 +298,35 @@ func Apply(ctx context.Context, dyn dynamic.Interface, scope string, reports []*
 
 func ptrUID(u types.UID) *types.UID { return &u }
 
-// write creates every report, or replaces the one of the same name.
-func write(ctx context.Context, dyn dynamic.Interface, reports []*unstructured.Unstructured) error {
+// write creates every report, or replaces the one of the same name; it
+// skips, and names, the namespaces that are gone or being deleted.
+func write(ctx context.Context, dyn dynamic.Interface, reports []*unstructured.Unstructured) ([]string, error) {
+	var skipped []string
 	for _, rep := range reports {
 		c := dyn.Resource(PolicyReportGVR).Namespace(rep.GetNamespace())
 		if err := writeOne(ctx, c, "PolicyReport "+rep.GetNamespace()+"/"+rep.GetName(), rep); err != nil {
-			return err
+			if namespaceGone(err) {
+				skipped = append(skipped, rep.GetNamespace())
+				continue
+			}
+			return skipped, err
 		}
 	}
-	return nil
+	return skipped, nil
+}
+
+// namespaceGone tells whether err refused a write because its namespace is
+// being deleted or no longer exists.
+func namespaceGone(err error) bool {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && apierrors.IsNotFound(err) {
+		d := status.Status().Details
+		return d != nil && d.Kind == "namespaces"
+	}
+	return false
 }
 
 // writeOne creates a report, or replaces the one of the same name.
