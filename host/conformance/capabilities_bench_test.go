@@ -19,17 +19,7 @@ import (
 //
 //	go test ./host/conformance -run '^$' -bench Capabilities
 func BenchmarkCapabilities(b *testing.B) {
-	wasm := policyWasm(b)
-	e, err := engine.New(b.Context(), wasm, engine.Options{MaxInstances: 1, HostCalls: fixturecheck.ClusterHostCalls(b, nil)})
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = e.Close(context.Background()) })
-	cases, err := fixtures.Load()
-	require.NoError(b, err)
-	byName := map[string]fixtures.Case{}
-	for _, c := range cases {
-		byName[c.Name] = c
-	}
-	for _, name := range []string{
+	benchFixtureCases(b,
 		"pod/create/absent/inject",
 		"pod/queue/other-scheduler",
 		"pod/queue/enforce/placed",
@@ -40,7 +30,24 @@ func BenchmarkCapabilities(b *testing.B) {
 		"pod/provenance/owner/pod-inherits-raycluster",
 		"pod/provenance/pod-token/executor-of-driver",
 		"workloads/kuberay/create-stamps-every-template",
-	} {
+	)
+}
+
+// benchFixtureCases runs each named fixture case as a sub-benchmark in one
+// pooled engine whose capabilities are answered from the fixtures' cluster
+// directory.
+func benchFixtureCases(b *testing.B, names ...string) {
+	wasm := policyWasm(b)
+	e, err := engine.New(b.Context(), wasm, engine.Options{MaxInstances: 1, HostCalls: fixturecheck.ClusterHostCalls(b, nil)})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = e.Close(context.Background()) })
+	cases, err := fixtures.Load()
+	require.NoError(b, err)
+	byName := map[string]fixtures.Case{}
+	for _, c := range cases {
+		byName[c.Name] = c
+	}
+	for _, name := range names {
 		c, ok := byName[name]
 		require.True(b, ok, name)
 		payload := c.Payload()
