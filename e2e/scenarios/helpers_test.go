@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -114,9 +116,18 @@ func timed(t *testing.T) {
 		took := time.Since(began)
 		e2e.record(t.Name(), took)
 		t.Logf("%s took %.1fs", t.Name(), took.Seconds())
-		if t.Failed() {
-			t.Logf("process logs:\n%s", e2e.cluster.LogTails(40))
+		if !t.Failed() {
+			return
 		}
+		// Into a file beside the logs, so the assertions that failed
+		// stay at the end of the test's output.
+		tails := e2e.cluster.LogTails(40)
+		file := filepath.Join(e2e.cluster.Dir, "failed-"+strings.ReplaceAll(t.Name(), "/", "_")+".tails.log")
+		if err := os.WriteFile(file, []byte(tails), 0o600); err != nil {
+			t.Logf("process logs:\n%s", tails)
+			return
+		}
+		t.Logf("the last 40 lines of every process's log: %s", file)
 	})
 }
 
