@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -297,28 +298,29 @@ func userOfRecord(value string, hasValue bool, label string) (string, []string) 
 }
 
 // loadQueuesYAML reads <policyGroup>.yaml as the shim assembles it:
-// yunikorn-defaults, overridden key by key by yunikorn-configs; absent or
-// empty means YuniKorn's built-in default.
+// yunikorn-defaults, overridden key by key by yunikorn-configs, binaryData
+// (a ".gz" key inflated) over data within each (flatConfig, shared with
+// configValidation); absent or empty means YuniKorn's built-in default.
 func loadQueuesYAML(qc *queueCheckSettings) (string, error) {
-	key := qc.policyGroup + ".yaml"
-	text := ""
-	for _, name := range [...]string{"yunikorn-defaults", "yunikorn-configs"} {
+	var flat flatConfig
+	for i, name := range [...]string{configMapDefaults, configMapConfigs} {
 		obj, found, err := getObject("v1", "ConfigMap", qc.namespace, name, false)
 		if err != nil {
 			return "", err
 		}
-		if !found {
-			continue
+		if found {
+			flat.maps[i] = gjson.Parse(obj)
 		}
-		if bin := gjson.Get(obj, "binaryData"); bin.Get(gjson.Escape(key)+".gz").Exists() || bin.Get(gjson.Escape(key)).Exists() {
-			return "", errString("ConfigMap " + qc.namespace + "/" + name + " holds " + key + " in binaryData, which the queue check does not read")
-		}
-		if v := gjson.Get(obj, "data").Get(gjson.Escape(key)); v.Exists() {
-			text = v.String()
-		}
+	}
+	text, _, err := flat.get(qc.policyGroup + ".yaml")
+	if err != nil {
+		return "", err
 	}
 	if strings.TrimSpace(text) == "" {
 		return defaultQueuesYAML, nil
+	}
+	if len(text) > maxCheckedText {
+		return "", errString(qc.policyGroup + ".yaml is " + strconv.Itoa(len(text)) + " bytes, more than the " + strconv.Itoa(maxCheckedText>>10) + " KiB the queue check reads")
 	}
 	return text, nil
 }

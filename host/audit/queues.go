@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/yunikorn-userinfo/userinfo/host/ykconfig"
 	"github.com/yunikorn-userinfo/userinfo/policy/queues"
 )
 
@@ -58,8 +59,8 @@ func LoadQueues(ctx context.Context, cs kubernetes.Interface, qc QueueConfig) (*
 		qc.Partition = "default"
 	}
 	key := qc.PolicyGroup + ".yaml"
-	text, from := "", "YuniKorn's built-in default (no "+key+" in "+qc.Namespace+"/yunikorn-configs or yunikorn-defaults)"
-	for _, name := range []string{"yunikorn-defaults", "yunikorn-configs"} {
+	var src ykconfig.Source
+	for _, name := range []string{ykconfig.DefaultsConfigMapName, ykconfig.ConfigMapName} {
 		cm, err := cs.CoreV1().ConfigMaps(qc.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
@@ -67,12 +68,20 @@ func LoadQueues(ctx context.Context, cs kubernetes.Interface, qc QueueConfig) (*
 		if err != nil {
 			return nil, "", fmt.Errorf("read the queue configuration: ConfigMap %s/%s: %w", qc.Namespace, name, err)
 		}
-		if _, ok := cm.BinaryData[key]; ok {
-			return nil, "", fmt.Errorf("read the queue configuration: ConfigMap %s/%s holds %s in binaryData, which is not read", qc.Namespace, name, key)
+		if name == ykconfig.ConfigMapName {
+			src.Configs = cm
+		} else {
+			src.Defaults = cm
 		}
-		if v, ok := cm.Data[key]; ok {
-			text, from = v, qc.Namespace+"/"+name+" "+key
-		}
+	}
+	text, from, ok, err := src.Lookup(key)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the queue configuration: %s/%s: %w", qc.Namespace, from, err)
+	}
+	if ok {
+		from = qc.Namespace + "/" + from + " " + key
+	} else {
+		from = "YuniKorn's built-in default (no " + key + " in " + qc.Namespace + "/yunikorn-configs or yunikorn-defaults)"
 	}
 	if strings.TrimSpace(text) == "" {
 		text = defaultQueuesYAML

@@ -1,6 +1,9 @@
 package audit
 
 import (
+	"bytes"
+	"compress/gzip"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -94,4 +97,34 @@ func TestRun_queues(t *testing.T) {
 	require.ErrorContains(t, err, "the queue configuration (yunikorn/yunikorn-configs queues.yaml) is not one YuniKorn would load")
 	_, _, err = LoadQueues(t.Context(), cs, QueueConfig{Namespace: "yk", Partition: "gpu"})
 	require.ErrorContains(t, err, `has no partition "gpu"`)
+
+	// binaryData as the shim reads it: a ".gz" key inflated, over data.
+	gz := func(text string) []byte {
+		var b bytes.Buffer
+		w := gzip.NewWriter(&b)
+		_, err := w.Write([]byte(text))
+		require.NoError(t, err)
+		require.NoError(t, w.Close())
+		return b.Bytes()
+	}
+	compressed := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "yk", Name: "yunikorn-configs"},
+		Data:       map[string]string{"queues.yaml": "partitions: 7"},
+		BinaryData: map[string][]byte{"queues.yaml.gz": gz(restrictedQueues)}})
+	part, from, err = LoadQueues(t.Context(), compressed, QueueConfig{Namespace: "yk"})
+	require.NoError(t, err)
+	assert.Equal(t, "yk/yunikorn-configs (binaryData queues.yaml.gz) queues.yaml", from)
+	r, err = Run(t.Context(), cs, Options{Queues: part})
+	require.NoError(t, err)
+	n := 0
+	for _, f := range r.Findings {
+		if f.Rule == RuleQueue {
+			n++
+		}
+	}
+	assert.Equal(t, 3, n, "the compressed configuration is the one applied")
+	// One that inflates past the bound is an error naming it.
+	bomb := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "yk", Name: "yunikorn-configs"},
+		BinaryData: map[string][]byte{"queues.yaml.gz": gz(strings.Repeat("#", 16<<20+1))}})
+	_, _, err = LoadQueues(t.Context(), bomb, QueueConfig{Namespace: "yk"})
+	require.ErrorContains(t, err, "yk/yunikorn-configs (binaryData queues.yaml.gz): binaryData queues.yaml.gz inflates to more than 16 MiB")
 }

@@ -179,6 +179,8 @@ type entry struct {
 	// over is the value of yunikorn-defaults that this one replaces, if
 	// any.
 	over *string
+	// err says why a compressed value was not read.
+	err error
 }
 
 // flatten merges the ConfigMaps as the k8shim's FlattenConfigMaps does
@@ -203,28 +205,48 @@ func flatten(s Source) map[string]entry {
 			set(k, entry{value: v, from: cm.Name})
 		}
 		for k, v := range cm.BinaryData {
-			key, value := decompress(k, v)
-			set(key, entry{value: value, from: cm.Name + " (binaryData " + k + ")"})
+			key, value, err := decompress(k, v)
+			set(key, entry{value: value, from: cm.Name + " (binaryData " + k + ")", err: err})
 		}
 	}
 	return out
 }
 
-func decompress(key string, value []byte) (string, string) {
+// maxInflated bounds what one compressed value may inflate to.
+const maxInflated = 16 << 20
+
+func decompress(key string, value []byte) (string, string, error) {
 	parts := strings.Split(key, ".")
 	suffix := parts[len(parts)-1]
 	stripped, _ := strings.CutSuffix(key, "."+suffix)
 	if !strings.EqualFold(suffix, "gz") {
-		return stripped, ""
+		return stripped, "", nil
 	}
 	r, err := gzip.NewReader(bytes.NewReader(value))
 	if err != nil {
-		return "", ""
+		return "", "", nil
 	}
 	defer r.Close()
-	b, err := io.ReadAll(r)
+	b, err := io.ReadAll(io.LimitReader(r, maxInflated+1))
 	if err != nil {
-		return "", ""
+		return "", "", nil
 	}
-	return stripped, string(b)
+	if len(b) > maxInflated {
+		return stripped, "", fmt.Errorf("binaryData %s inflates to more than %d MiB, which is not read", key, maxInflated>>20)
+	}
+	return stripped, string(b), nil
+}
+
+// Lookup returns the value of key in the ConfigMaps as the shim flattens
+// them, where it came from, and whether any sets it; an error when the
+// value that wins cannot be read.
+func (s Source) Lookup(key string) (value, from string, ok bool, err error) {
+	e, ok := flatten(s)[key]
+	if !ok {
+		return "", "", false, nil
+	}
+	if e.err != nil {
+		return "", e.from, true, e.err
+	}
+	return e.value, e.from, true, nil
 }
