@@ -2,11 +2,14 @@ package kubecap
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/tidwall/gjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 )
@@ -119,6 +123,9 @@ func MergeCacheSpecs(base, over []CacheSpec) []CacheSpec {
 type cachedObject struct {
 	namespace, name string
 	raw             []byte
+	// stored marks an object the first list already wrote into the store
+	// (it carries no JSON): the queue's Replace still needs its key.
+	stored bool
 }
 
 // The store's key function and namespace index read these.
@@ -168,7 +175,125 @@ func (k *keeper) transform(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
+	if token, ok := u.Object[storedKey].(string); ok && token == storedToken {
+		return &cachedObject{namespace: u.GetNamespace(), name: u.GetName(), stored: true}, nil
+	}
 	return k.compact(u.Object)
+}
+
+// storedKey is the member of a streamed first list's watch event that
+// marks it as stored: the reflector checks that watch events are
+// Unstructured, so the marker travels as one, its key and
+// resourceVersion only. The value is a random token of this process, so
+// no object from the API server can pose as a marker.
+const storedKey = "\x00stored"
+
+var storedToken = rand.Text()
+
+// storedEvent is an Added (or Modified) event of a streamed first list
+// whose object went into the store.
+func storedEvent(e watch.Event, o *cachedObject, resourceVersion string) watch.Event {
+	meta := map[string]any{"name": o.name}
+	if o.namespace != "" {
+		meta["namespace"] = o.namespace
+	}
+	if resourceVersion != "" {
+		meta["resourceVersion"] = resourceVersion
+	}
+	e.Object = &unstructured.Unstructured{Object: map[string]any{"metadata": meta, storedKey: storedToken}}
+	return e
+}
+
+// firstListWatch passes a watch through, writing the initial events of a
+// streamed list (up to the bookmark that ends them) straight into store
+// and handing on stored markers instead; after the bookmark, events pass
+// unchanged. Ended before that bookmark, it empties the store before the
+// reflector can see the end (and retry), so that a retry starts clean.
+type firstListWatch struct {
+	in    watch.Interface
+	out   chan watch.Event
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
+	k     *keeper
+	store *objectStore
+	ended func() // the initial events are all in store
+}
+
+func newFirstListWatch(in watch.Interface, k *keeper, store *objectStore, ended func()) *firstListWatch {
+	w := &firstListWatch{in: in, out: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{}),
+		k: k, store: store, ended: ended}
+	go w.run()
+	return w
+}
+
+func (w *firstListWatch) run() {
+	defer close(w.done)
+	defer close(w.out)
+	initial := true
+	defer func() {
+		if initial {
+			_ = w.store.Replace(nil, "")
+		}
+	}()
+	for {
+		var e watch.Event
+		var ok bool
+		select {
+		case e, ok = <-w.in.ResultChan():
+			if !ok {
+				return
+			}
+		case <-w.stop:
+			return
+		}
+		if initial {
+			e = w.initialEvent(e)
+			if e.Type == watch.Bookmark {
+				if u, ok := e.Object.(*unstructured.Unstructured); ok && u.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					initial = false
+					w.ended()
+				}
+			}
+		}
+		select {
+		case w.out <- e:
+		case <-w.stop:
+			return
+		}
+	}
+}
+
+// initialEvent writes an initial event's object into the store.
+func (w *firstListWatch) initialEvent(e watch.Event) watch.Event {
+	u, ok := e.Object.(*unstructured.Unstructured)
+	if !ok {
+		return e
+	}
+	switch e.Type {
+	case watch.Added, watch.Modified:
+		rv := u.GetResourceVersion()
+		o, err := w.k.compact(u.Object)
+		if err != nil {
+			return watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}}
+		}
+		w.store.put(o)
+		return storedEvent(e, o, rv)
+	case watch.Deleted:
+		w.store.remove(u.GetNamespace(), u.GetName())
+	}
+	return e
+}
+
+func (w *firstListWatch) ResultChan() <-chan watch.Event { return w.out }
+
+// Stop ends the watch and returns once the store is as it will stay.
+func (w *firstListWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.in.Stop()
+	})
+	<-w.done
 }
 
 // compact prunes obj (in place) and keeps its JSON.
@@ -266,7 +391,16 @@ func matchCached(o *cachedObject, namespace string, l labels.Selector, f fields.
 // informer's transform. Where the client supports it, the informer
 // streams the initial list as watch events instead (WatchListClient), and
 // the same transform compacts each one as it arrives.
-func pagedListWatch(ri dynamic.ResourceInterface, k *keeper) *cache.ListWatch {
+//
+// The first list writes each object straight into store and hands the
+// informer only its key (a stored marker), so that a first sync of
+// 100,000 Pods never holds their kept JSON on the Go heap and in the store
+// at once. Only the first: nothing is queued before it, whereas a relist
+// may overtake events still queued, which must then be applied in order
+// through the queue. A first list that fails leaves the store empty.
+func pagedListWatch(ri dynamic.ResourceInterface, k *keeper, store *objectStore) *cache.ListWatch {
+	var first atomic.Bool
+	first.Store(true)
 	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		// "0" would be served whole from the API server's watch cache,
 		// ignoring the page size.
@@ -274,29 +408,54 @@ func pagedListWatch(ri dynamic.ResourceInterface, k *keeper) *cache.ListWatch {
 			opts.ResourceVersion = ""
 		}
 		opts.Limit = listPage
+		direct := first.Load()
 		out := &cachedList{}
+		fail := func(err error) (runtime.Object, error) {
+			if direct {
+				_ = store.Replace(nil, "")
+			}
+			return nil, err
+		}
 		for {
 			page, err := ri.List(ctx, opts)
 			if err != nil {
-				return nil, err
+				return fail(err)
 			}
 			for i := range page.Items {
 				o, err := k.compact(page.Items[i].Object)
 				if err != nil {
-					return nil, err
+					return fail(err)
+				}
+				if direct {
+					store.put(o)
+					o = &cachedObject{namespace: o.namespace, name: o.name, stored: true}
 				}
 				out.Items = append(out.Items, o)
 			}
 			out.ResourceVersion = page.GetResourceVersion()
 			if page.GetContinue() == "" {
+				first.Store(false)
 				return out, nil
 			}
 			opts.Continue, opts.ResourceVersion = page.GetContinue(), ""
 		}
 	}
+	watchFn := func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		if opts.SendInitialEvents == nil || !*opts.SendInitialEvents || !first.Load() {
+			// Events may be queued from here on: later lists and
+			// streamed lists go through the queue.
+			first.Store(false)
+			return ri.Watch(ctx, opts)
+		}
+		w, err := ri.Watch(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return newFirstListWatch(w, k, store, func() { first.Store(false) }), nil
+	}
 	return &cache.ListWatch{
 		ListWithContextFunc:  list,
-		WatchFuncWithContext: ri.Watch,
+		WatchFuncWithContext: watchFn,
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
@@ -402,4 +403,143 @@ func TestParseCacheSpecs(t *testing.T) {
 		[]CacheSpec{{APIVersion: "v1", Kind: "Pod", Watch: WatchCluster}, {APIVersion: "v1", Kind: "ConfigMap"}})
 	assert.Equal(t, []CacheSpec{{APIVersion: "v1", Kind: "Pod", Watch: WatchCluster}, {APIVersion: "v1", Kind: "Namespace"},
 		{APIVersion: "v1", Kind: "ConfigMap"}}, merged)
+}
+
+// TestPagedListWatch_firstListStreamsIntoTheStore: the first list writes
+// each object into the store as its page arrives and hands the informer
+// keys only; a first list that fails part way leaves the store empty; once
+// a watch has started, a relist hands over whole objects, which the queue
+// applies in order.
+func TestPagedListWatch_firstListStreamsIntoTheStore(t *testing.T) {
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		{Version: "v1", Resource: "pods"}: "PodList"})
+	pods := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"})
+	page := func(cont string, names ...string) *unstructured.UnstructuredList {
+		l := &unstructured.UnstructuredList{}
+		l.SetResourceVersion("10")
+		l.SetContinue(cont)
+		for _, n := range names {
+			l.Items = append(l.Items, unstructured.Unstructured{Object: bigPod("ns", n, map[string]any{"applicationId": "a"}, 256)})
+		}
+		return l
+	}
+	// The fake client does not record the continue token: pages alternate
+	// by call, the second call of the first list failing.
+	var calls atomic.Int32
+	dyn.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		switch n := calls.Add(1); {
+		case n == 2:
+			return true, nil, errors.New("connection reset")
+		case n%2 == 1:
+			return true, page("more", "p-0", "p-1"), nil
+		default:
+			return true, page("", "p-2"), nil
+		}
+	})
+	store := newObjectStore(newLabelIndex(podSpec.LabelIndex))
+	t.Cleanup(store.close)
+	lw := pagedListWatch(pods, newKeeper(podResource, podFields), store)
+
+	_, err := lw.ListWithContext(t.Context(), metav1.ListOptions{})
+	require.ErrorContains(t, err, "connection reset")
+	assert.Zero(t, store.size(), "a failed first list leaves nothing behind")
+
+	got, err := lw.ListWithContext(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	items := got.(*cachedList).Items
+	require.Len(t, items, 3)
+	for _, it := range items {
+		o := it.(*cachedObject)
+		assert.True(t, o.stored, o.name)
+		assert.Nil(t, o.raw, "the informer gets the key only")
+	}
+	assert.Equal(t, 3, store.size())
+	raw, found, err := store.get("ns", "p-2")
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.Contains(t, string(raw), `"applicationId":"a"`)
+	assert.NotContains(t, string(raw), "managedFields", "pruned to the declaration")
+	require.NoError(t, store.Update(items[0]), "the queue's Replace of a stored marker")
+	assert.Equal(t, 3, store.size())
+
+	w, err := lw.WatchFuncWithContext(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	w.Stop()
+	got, err = lw.ListWithContext(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, it := range got.(*cachedList).Items {
+		o := it.(*cachedObject)
+		assert.False(t, o.stored, "a relist goes through the queue")
+		assert.NotEmpty(t, o.raw)
+	}
+}
+
+// TestFirstListWatch_streamsInitialEventsIntoTheStore: the initial events
+// of a streamed first list go into the store as they arrive, the
+// reflector getting markers that the transform turns into stored keys;
+// after the bookmark that ends them, events pass unchanged; a stream that
+// ends before that bookmark leaves the store empty; an object from the API
+// server cannot pose as a marker.
+func TestFirstListWatch_streamsInitialEventsIntoTheStore(t *testing.T) {
+	k := newKeeper(podResource, podFields)
+	pod := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: bigPod("ns", name, map[string]any{"applicationId": "a"}, 256)}
+	}
+	bookmark := &unstructured.Unstructured{}
+	bookmark.SetResourceVersion("20")
+	bookmark.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
+
+	store := newObjectStore(newLabelIndex(podSpec.LabelIndex))
+	t.Cleanup(store.close)
+	in := watch.NewFakeWithChanSize(10, false)
+	var ended atomic.Bool
+	w := newFirstListWatch(in, k, store, func() { ended.Store(true) })
+	in.Add(pod("p-0"))
+	in.Add(pod("p-1"))
+	in.Delete(pod("p-1"))
+	in.Action(watch.Bookmark, bookmark)
+	in.Add(pod("late"))
+	var got []watch.Event
+	for range 5 {
+		got = append(got, <-w.ResultChan())
+	}
+	w.Stop()
+	for _, e := range got[:2] {
+		u := e.Object.(*unstructured.Unstructured)
+		assert.Len(t, u.Object, 2, "a marker carries its key and resourceVersion only")
+		o, err := k.transform(u)
+		require.NoError(t, err)
+		assert.True(t, o.(*cachedObject).stored)
+		assert.Equal(t, "7", u.GetResourceVersion())
+	}
+	assert.Equal(t, watch.Deleted, got[2].Type)
+	assert.Equal(t, watch.Bookmark, got[3].Type)
+	assert.True(t, ended.Load())
+	late, err := k.transform(got[4].Object)
+	require.NoError(t, err)
+	assert.False(t, late.(*cachedObject).stored, "after the bookmark, events go through the queue")
+	assert.Equal(t, 1, store.size(), "p-0 stored, p-1 deleted, late not written directly")
+	raw, found, err := store.get("ns", "p-0")
+	require.NoError(t, err)
+	require.True(t, found)
+	assert.NotContains(t, string(raw), "managedFields")
+
+	// Ended before the bookmark: nothing left behind.
+	store2 := newObjectStore(newLabelIndex(podSpec.LabelIndex))
+	t.Cleanup(store2.close)
+	in2 := watch.NewFakeWithChanSize(10, false)
+	w2 := newFirstListWatch(in2, k, store2, func() { t.Error("no bookmark was sent") })
+	in2.Add(pod("p-0"))
+	<-w2.ResultChan()
+	in2.Stop()
+	_, open := <-w2.ResultChan()
+	assert.False(t, open)
+	assert.Zero(t, store2.size())
+
+	// A forged marker (another token) is compacted as any object.
+	forged := pod("forged")
+	forged.Object[storedKey] = "guess"
+	o, err := k.transform(forged)
+	require.NoError(t, err)
+	assert.False(t, o.(*cachedObject).stored)
 }

@@ -278,7 +278,7 @@ func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 		KeyFunction: storeKey, KnownObjects: store, Transformer: keep.transform})
 	inf := cache.New(&cache.Config{
 		Queue:             queue,
-		ListerWatcher:     cache.ToListWatcherWithWatchListSemantics(pagedListWatch(ri, keep), c.dynamic),
+		ListerWatcher:     cache.ToListWatcherWithWatchListSemantics(pagedListWatch(ri, keep, store), c.dynamic),
 		ObjectType:        &unstructured.Unstructured{},
 		ObjectDescription: r.String() + inNamespace(ns),
 		Process: func(obj any, _ bool) error {

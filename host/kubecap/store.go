@@ -120,6 +120,9 @@ func (s *objectStore) object(id uint32) *cachedObject {
 
 // put adds o, or replaces the object of its key.
 func (s *objectStore) put(o *cachedObject) {
+	if o.stored {
+		return // written by the first list already
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
