@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -197,20 +195,9 @@ func readClusterConfigMaps(ctx context.Context, f *migrateFlags) (ykconfig.Sourc
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	var missing []string
-	for _, name := range []string{ykconfig.DefaultsConfigMapName, ykconfig.ConfigMapName} {
-		cm, err := cs.CoreV1().ConfigMaps(f.namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			missing = append(missing, name)
-			continue
-		}
-		if err != nil {
-			return src, fmt.Errorf("read ConfigMap %s/%s: %w", f.namespace, name, err)
-		}
-		cm.Kind = "ConfigMap"
-		if err := src.Add("the API server", cm); err != nil {
-			return src, err
-		}
+	src, missing, err := ykconfig.ReadCluster(ctx, cs, f.namespace)
+	if err != nil {
+		return src, err
 	}
 	if len(missing) == 2 {
 		return src, fmt.Errorf("no ConfigMap %s or %s in namespace %q: is YuniKorn installed there? (--namespace)",

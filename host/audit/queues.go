@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -59,20 +58,9 @@ func LoadQueues(ctx context.Context, cs kubernetes.Interface, qc QueueConfig) (*
 		qc.Partition = "default"
 	}
 	key := qc.PolicyGroup + ".yaml"
-	var src ykconfig.Source
-	for _, name := range []string{ykconfig.DefaultsConfigMapName, ykconfig.ConfigMapName} {
-		cm, err := cs.CoreV1().ConfigMaps(qc.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("read the queue configuration: ConfigMap %s/%s: %w", qc.Namespace, name, err)
-		}
-		if name == ykconfig.ConfigMapName {
-			src.Configs = cm
-		} else {
-			src.Defaults = cm
-		}
+	src, _, err := ykconfig.ReadCluster(ctx, cs, qc.Namespace)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the queue configuration: %w", err)
 	}
 	text, from, ok, err := src.Lookup(key)
 	if err != nil {

@@ -16,13 +16,17 @@ package ykconfig
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 )
 
@@ -93,6 +97,27 @@ func (s *Source) Add(source string, cm *corev1.ConfigMap) error {
 	}
 	*slot = cm
 	return nil
+}
+
+// ReadCluster reads yunikorn-defaults and yunikorn-configs from namespace
+// through the API server, as YuniKorn does: either may be absent (missing
+// names those that are).
+func ReadCluster(ctx context.Context, cs kubernetes.Interface, namespace string) (src Source, missing []string, err error) {
+	for _, name := range []string{DefaultsConfigMapName, ConfigMapName} {
+		cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			missing = append(missing, name)
+			continue
+		}
+		if err != nil {
+			return src, missing, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, name, err)
+		}
+		cm.Kind = "ConfigMap"
+		if err := src.Add("the API server", cm); err != nil {
+			return src, missing, err
+		}
+	}
+	return src, missing, nil
 }
 
 // ReadConfigMaps decodes the ConfigMaps of a YAML or JSON document: one

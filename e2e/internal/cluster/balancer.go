@@ -300,9 +300,14 @@ func (b *Balancer) forward(ctx context.Context, client *net.TCPConn) {
 		_ = client.Close()
 		return
 	}
-	server := conn.(*net.TCPConn)
 	be.open.Add(1)
 	defer be.open.Add(-1)
+	splice(ctx, client, conn.(*net.TCPConn))
+}
+
+// splice copies both ways between client and server until both directions
+// are closed, or ctx ends, then closes both.
+func splice(ctx context.Context, client, server *net.TCPConn) {
 	stop := context.AfterFunc(ctx, func() {
 		_ = client.Close()
 		_ = server.Close()

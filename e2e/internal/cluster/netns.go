@@ -227,25 +227,7 @@ func (f *Forwarder) join(client *net.TCPConn) {
 		_ = client.Close()
 		return
 	}
-	server := conn.(*net.TCPConn)
-	stop := context.AfterFunc(f.ctx, func() {
-		_ = client.Close()
-		_ = server.Close()
-	})
-	defer stop()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		pipe(server, client)
-	}()
-	go func() {
-		defer wg.Done()
-		pipe(client, server)
-	}()
-	wg.Wait()
-	_ = client.Close()
-	_ = server.Close()
+	splice(f.ctx, client, conn.(*net.TCPConn))
 }
 
 // Close stops listening, ends the connections in flight and waits for the
