@@ -113,8 +113,11 @@ func ReadCluster(ctx context.Context, cs kubernetes.Interface, namespace string)
 			return src, missing, fmt.Errorf("read ConfigMap %s/%s: %w", namespace, name, err)
 		}
 		cm.Kind = "ConfigMap"
-		if err := src.Add("the API server", cm); err != nil {
-			return src, missing, err
+		// Filed by the name asked for, as the shim reads them.
+		if name == ConfigMapName {
+			src.Configs = cm
+		} else {
+			src.Defaults = cm
 		}
 	}
 	return src, missing, nil
