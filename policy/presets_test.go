@@ -17,11 +17,11 @@ var updatePresets = flag.Bool("update", false, "rewrite the chart's generated wo
 // chart renders the webhook rules, the RBAC and the
 // ClusterAdmissionPolicy's contextAwareResources of the kinds that
 // settings.workloads enables from it, and the host's audit command
-// (host/workloads, which embeds its copy) reads the kinds' templates at
+// (internal/yunikorn/workloads, which embeds its copy) reads the kinds' templates at
 // their paths, so neither can drift from the policy's own table.
 var presetsFiles = []string{
 	filepath.Join("..", "charts", "yunikorn-userinfo", "files", "workload-presets.json"),
-	filepath.Join("..", "host", "workloads", "presets.json"),
+	filepath.Join("..", "internal", "yunikorn", "workloads", "presets.json"),
 }
 
 type presetResource struct {

@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/yunikorn-userinfo/userinfo/host/audit"
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/webhook"
-	"github.com/yunikorn-userinfo/userinfo/host/workloads"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/audit"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
 )
 
 // auditFlags are the flags of `audit`.

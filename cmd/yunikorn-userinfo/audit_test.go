@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
-	"github.com/yunikorn-userinfo/userinfo/host/workloads"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
 )
 
 func TestAudit_argumentErrors(t *testing.T) {
@@ -232,7 +232,7 @@ func TestAudit_settingsWorkloads(t *testing.T) {
 	assert.Contains(t, res.stderr, "[settings-json settings-path] were all set")
 }
 
-// The host's reading of settings.workloads (host/workloads) accepts
+// The host's reading of settings.workloads (internal/yunikorn/workloads) accepts
 // exactly what the policy's validate_settings accepts, for presets and
 // custom kinds alike: the audit never judges with settings the policy
 // would refuse, nor refuses settings the policy runs with.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
-	"github.com/yunikorn-userinfo/userinfo/host/ykconfig"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/ykconfig"
 )
 
 // migrateFlags are the flags of `migrate`.

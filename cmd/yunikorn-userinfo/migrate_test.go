@@ -21,7 +21,7 @@ import (
 )
 
 // The example ConfigMaps of the conversion's own tests.
-const ykExamples = "../../host/ykconfig/testdata"
+const ykExamples = "../../internal/yunikorn/ykconfig/testdata"
 
 func runCLIWith(t *testing.T, cache wazero.CompilationCache, stdin string, args ...string) result {
 	t.Helper()

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/yunikorn-userinfo/userinfo/host/artifacthub"
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
+	"github.com/yunikorn-userinfo/userinfo/internal/artifacthub"
 )
 
 // scaffoldArtifacthubFlags are the flags of `scaffold artifacthub`.

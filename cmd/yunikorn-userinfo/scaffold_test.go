@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/yunikorn-userinfo/userinfo/host/artifacthub"
+	"github.com/yunikorn-userinfo/userinfo/internal/artifacthub"
 )
 
 const (

@@ -36,7 +36,7 @@ func TestMigrateParsesAsK8shim(t *testing.T) {
 		configMaps []*v1.ConfigMap
 	}
 	var sources []source
-	examples, err := filepath.Glob("../../host/ykconfig/testdata/*")
+	examples, err := filepath.Glob("../../internal/yunikorn/ykconfig/testdata/*")
 	if err != nil || len(examples) == 0 {
 		t.Fatalf("the examples: %v (%d)", err, len(examples))
 	}

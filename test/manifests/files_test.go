@@ -36,20 +36,20 @@ var fileKinds = []fileKind{
 	{
 		name: "Artifact Hub package",
 		match: anyOf(equals("artifacthub/artifacthub-pkg.yml"),
-			glob("host/artifacthub/testdata/*.pkg.golden.yml")),
+			glob("internal/artifacthub/testdata/*.pkg.golden.yml")),
 		check: checkArtifacthubPackage,
 	},
 	{
 		name: "Artifact Hub repository",
 		match: anyOf(equals("artifacthub/artifacthub-repo.yml"),
-			glob("host/artifacthub/testdata/*.repo.golden.yml")),
+			glob("internal/artifacthub/testdata/*.repo.golden.yml")),
 		check: checkArtifacthubRepository,
 	},
 	{name: "Helm chart", match: under("charts/"), check: checkChartFile},
 	{name: "Kubernetes objects a host-capability replay answers from", match: anyOf(under("host/kubecap/testdata/"), under("testdata/cluster/")), check: checkReplayObjects},
 	{name: "GitHub Actions workflow", match: anyOf(glob(".github/workflows/*.yml"), glob(".github/workflows/*.yaml")), check: checkWorkflow},
 	{name: "Helm values of an end-to-end rendering", match: glob("e2e/*/values.yaml"), check: checkE2EValues},
-	{name: "YuniKorn ConfigMaps that migrate converts", match: under("host/ykconfig/testdata/"), check: checkYuniKornConfigMaps},
+	{name: "YuniKorn ConfigMaps that migrate converts", match: under("internal/yunikorn/ykconfig/testdata/"), check: checkYuniKornConfigMaps},
 }
 
 // checkYuniKornConfigMaps: each document is a v1 ConfigMap, or a v1 List of
@@ -204,7 +204,7 @@ func TestYAMLFiles_claims(t *testing.T) {
 		{name: "nested manifest", rel: "deploy/webhook/cert-manager/issuer-ca.yaml", want: 1},
 		{name: "metadata", rel: "metadata.yml", want: 1},
 		{name: "package", rel: "artifacthub/artifacthub-pkg.yml", want: 1},
-		{name: "golden package", rel: "host/artifacthub/testdata/full.pkg.golden.yml", want: 1},
+		{name: "golden package", rel: "internal/artifacthub/testdata/full.pkg.golden.yml", want: 1},
 		{name: "repository", rel: "artifacthub/artifacthub-repo.yml", want: 1},
 		{name: "workflow", rel: ".github/workflows/ci.yml", want: 1},
 		{name: "chart template", rel: "charts/yunikorn-userinfo/templates/deployment.yaml", want: 1},

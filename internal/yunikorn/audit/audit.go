@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/yunikorn-userinfo/userinfo/host/workloads"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
 	"github.com/yunikorn-userinfo/userinfo/policy/queues"
 )
 

@@ -114,7 +114,7 @@ type presetFile struct {
 var presets = func() presetFile {
 	var f presetFile
 	if err := json.Unmarshal(presetsJSON, &f); err != nil {
-		panic("host/workloads: presets.json: " + err.Error())
+		panic("internal/yunikorn/workloads: presets.json: " + err.Error())
 	}
 	return f
 }()
@@ -140,7 +140,7 @@ func preset(name string) (kinds []Kind, owners []KindRef, ok bool) {
 		for _, text := range pk.Paths {
 			ap, problem := ParsePath(text)
 			if problem != "" {
-				panic("host/workloads: presets.json: " + pk.Kind + ": " + problem)
+				panic("internal/yunikorn/workloads: presets.json: " + pk.Kind + ": " + problem)
 			}
 			k.Paths = append(k.Paths, ap)
 		}

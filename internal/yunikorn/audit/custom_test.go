@@ -22,7 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/yunikorn-userinfo/userinfo/host/workloads"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
 )
 
 var (

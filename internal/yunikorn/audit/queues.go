@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/yunikorn-userinfo/userinfo/host/ykconfig"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/ykconfig"
 	"github.com/yunikorn-userinfo/userinfo/policy/queues"
 )
 

@@ -21,7 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/yunikorn-userinfo/userinfo/host/workloads"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
 )
 
 // BenchmarkRun_100kPods audits 100,000 Pods served 500 a page, built on
