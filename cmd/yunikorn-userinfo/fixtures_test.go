@@ -88,7 +88,7 @@ func TestRun_fixtures(t *testing.T) {
 	want := readGolden(t)
 	for _, name := range fixtures.Names(cases) {
 		if g, ok := got[name]; ok {
-			assert.Equal(t, want[name], g, "golden output of %s (run `make golden` to accept a change)", name)
+			assert.Equal(t, want[name], g, "golden output of %s (run `make generate` to accept a change)", name)
 		}
 	}
 	assert.Len(t, want, len(got), "golden file has cases that no longer exist")
