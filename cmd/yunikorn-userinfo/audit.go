@@ -43,7 +43,7 @@ type auditFlags struct {
 func newAuditCommand(a *app) *cobra.Command {
 	f := &auditFlags{}
 	cmd := &cobra.Command{
-		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-s SETTINGS | --settings-json JSON] [-o table|json|policyreport [--apply]]",
+		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-s SETTINGS | --settings-json JSON] [-o table|json|openreports|policyreport [--apply]]",
 		Short: "Find the Pods and workloads of a cluster whose user.info YuniKorn cannot trust",
 		Long: `Read every Pod and workload template of the cluster (or of --namespace) that
 YuniKorn schedules (spec.schedulerName --scheduler-name) and report:
@@ -82,15 +82,19 @@ Objects are listed --page-size at a time and only per-application
 aggregates are kept, so memory grows with the findings and the number of
 applications, not with the number of Pods. Progress goes to stderr.
 
-Output: a table, JSON (-o json), or wgpolicyk8s.io/v1alpha2 PolicyReports,
-one per namespace, and, when every namespace was audited, one
-ClusterPolicyReport for what no namespace holds alone (applications across
-namespaces, custom kinds not audited) (-o policyreport), printed as YAML
-or, with --apply, written to the cluster (created or replaced; the report
-an earlier audit left in a namespace with nothing audited any more, or the
-ClusterPolicyReport when nothing cluster-wide is left, is deleted). The
-exit code is 0 whatever was found; 1 on errors. See the README, "Auditing
-what already runs".`,
+Output: a table, JSON (-o json), or reports: one per namespace and, when
+every namespace was audited, one cluster-scoped report for what no
+namespace holds alone (applications across namespaces, custom kinds not
+audited), as OpenReports (-o openreports: openreports.io/v1alpha1 Report
+and ClusterReport, what Kubewarden 1.30+ and Kyverno 1.15+ write) or as
+the older wgpolicyk8s.io/v1alpha2 PolicyReport and ClusterPolicyReport
+(-o policyreport). They are printed as YAML or, with --apply, written to
+the cluster (created or replaced; the report an earlier audit left in a
+namespace with nothing audited any more, or the cluster-scoped one when
+nothing cluster-wide is left, is deleted); --apply first checks that the
+cluster serves the API and names the missing CRD if not. The exit code is
+0 whatever was found; 1 on errors. See the README, "Auditing what already
+runs".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runAudit(cmd, f)
@@ -100,8 +104,8 @@ what already runs".`,
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", `the cluster to audit ("in-cluster": the Pod's service account); required`)
 	fs.StringVar(&f.kubeContext, "context", "", "the kubeconfig context to use (default: its current context)")
 	fs.StringVarP(&f.namespace, "namespace", "n", "", "audit this namespace only (default: all namespaces)")
-	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json or policyreport")
-	fs.BoolVar(&f.apply, "apply", false, "with -o policyreport: write the PolicyReports to the cluster instead of printing them")
+	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json, openreports or policyreport")
+	fs.BoolVar(&f.apply, "apply", false, "with -o openreports or -o policyreport: write the reports to the cluster instead of printing them")
 	fs.StringVar(&f.schedulerName, "scheduler-name", "yunikorn", "the scheduler name of YuniKorn: Pods and templates of other schedulers are skipped")
 	fs.BoolVar(&f.uniqueAppIDs, "unique-app-ids", false, "YuniKorn runs with admissionController.filtering.generateUniqueAppId: Pods without an application ID do not share their namespace's")
 	fs.Int64Var(&f.pageSize, "page-size", 500, "objects per list request")
@@ -119,11 +123,12 @@ what already runs".`,
 }
 
 func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
+	reportAPI, reports := reportAPIs[f.output]
 	switch {
-	case f.output != "table" && f.output != "json" && f.output != "policyreport":
-		return fmt.Errorf("invalid --output %q: want table, json or policyreport", f.output)
-	case f.apply && f.output != "policyreport":
-		return errors.New("--apply writes PolicyReports: give it with -o policyreport")
+	case f.output != "table" && f.output != "json" && !reports:
+		return fmt.Errorf("invalid --output %q: want table, json, openreports or policyreport", f.output)
+	case f.apply && !reports:
+		return errors.New("--apply writes reports: give it with -o openreports or -o policyreport")
 	case f.kubeconfig == "":
 		return errors.New("nothing to audit: give --kubeconfig")
 	case f.pageSize <= 0:
@@ -151,6 +156,12 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
+	}
+	// Before the audit, which can take long: --apply needs the CRDs.
+	if f.apply {
+		if err := audit.Served(cs.Discovery(), reportAPI); err != nil {
+			return fmt.Errorf("audit --apply: %w", err)
+		}
 	}
 	opts := audit.Options{
 		Namespace: f.namespace, SchedulerName: f.schedulerName, PageSize: f.pageSize,
@@ -189,31 +200,31 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
-	case "policyreport":
+	case "openreports", "policyreport":
 		now := time.Now()
-		reports := rep.PolicyReports(now)
-		cluster := rep.ClusterPolicyReport(now)
+		reports := rep.PolicyReports(reportAPI, now)
+		cluster := rep.ClusterPolicyReport(reportAPI, now)
 		if f.apply {
-			skipped, err := audit.Apply(ctx, dyn, f.namespace, reports)
+			skipped, err := audit.Apply(ctx, dyn, reportAPI, f.namespace, reports)
 			if err != nil {
 				return err
 			}
 			for _, ns := range skipped {
-				fmt.Fprintf(a.stderr, "audit: namespace %s is gone or being deleted: its PolicyReport was not written\n", ns)
+				fmt.Fprintf(a.stderr, "audit: namespace %s is gone or being deleted: its %s was not written\n", ns, reportAPI.Kind)
 			}
-			fmt.Fprintf(a.stdout, "%d PolicyReports written (%s)\n", len(reports)-len(skipped), audit.ReportName)
+			fmt.Fprintf(a.stdout, "%d %ss written (%s)\n", len(reports)-len(skipped), reportAPI.Kind, audit.ReportName)
 			// Only an audit of every namespace knows what is cluster-wide;
-			// one of a namespace leaves the ClusterPolicyReport alone.
+			// one of a namespace leaves the cluster-scoped report alone.
 			if f.namespace != "" {
 				return nil
 			}
-			if err := audit.ApplyCluster(ctx, dyn, cluster); err != nil {
+			if err := audit.ApplyCluster(ctx, dyn, reportAPI, cluster); err != nil {
 				return err
 			}
 			if cluster != nil {
-				fmt.Fprintf(a.stdout, "ClusterPolicyReport written (%s)\n", audit.ReportName)
+				fmt.Fprintf(a.stdout, "%s written (%s)\n", reportAPI.ClusterKind, audit.ReportName)
 			} else {
-				fmt.Fprintf(a.stdout, "no ClusterPolicyReport: nothing cluster-wide to report\n")
+				fmt.Fprintf(a.stdout, "no %s: nothing cluster-wide to report\n", reportAPI.ClusterKind)
 			}
 			return nil
 		}
@@ -233,6 +244,9 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	return rep.WriteTable(a.stdout)
 }
+
+// reportAPIs are the report outputs of -o.
+var reportAPIs = map[string]audit.ReportAPI{audit.OpenReports.Name: audit.OpenReports, audit.WGPolicy.Name: audit.WGPolicy}
 
 // auditWorkloads reads the custom kinds of the policy's settings, if any
 // are given: the settings are read as run and serve read them, and

@@ -25,8 +25,8 @@ func TestAudit_argumentErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"audit"}, "nothing to audit: give --kubeconfig"},
-		{[]string{"audit", "--kubeconfig", "k", "-o", "yaml"}, `invalid --output "yaml": want table, json or policyreport`},
-		{[]string{"audit", "--kubeconfig", "k", "--apply"}, "--apply writes PolicyReports: give it with -o policyreport"},
+		{[]string{"audit", "--kubeconfig", "k", "-o", "yaml"}, `invalid --output "yaml": want table, json, openreports or policyreport`},
+		{[]string{"audit", "--kubeconfig", "k", "--apply"}, "--apply writes reports: give it with -o openreports or -o policyreport"},
 		{[]string{"audit", "--kubeconfig", "k", "--page-size", "0"}, "invalid --page-size 0: want a positive number"},
 		{[]string{"audit", "extra"}, `unknown command "extra" for "yunikorn-userinfo audit"`},
 	} {
@@ -61,6 +61,10 @@ func fakeAPIServer(t *testing.T, pods []string) (kubeconfig string, written func
 		case r.URL.Path == "/apis/wgpolicyk8s.io/v1alpha2/clusterpolicyreports/yunikorn-userinfo-audit" && r.Method == http.MethodDelete:
 			delete(reports, "(cluster)")
 			fmt.Fprint(w, `{"apiVersion":"v1","kind":"Status","status":"Success"}`)
+		case r.URL.Path == "/apis/wgpolicyk8s.io/v1alpha2": // only this report API's CRDs are installed
+			fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"wgpolicyk8s.io/v1alpha2","resources":[`+
+				`{"name":"policyreports","namespaced":true,"kind":"PolicyReport","verbs":["create","get","list","update","delete"]},`+
+				`{"name":"clusterpolicyreports","namespaced":false,"kind":"ClusterPolicyReport","verbs":["create","get","list","update","delete"]}]}`)
 		case r.URL.Path == "/apis/example.com/v1":
 			fmt.Fprint(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"example.com/v1","resources":[{"name":"trainers","namespaced":true,"kind":"Trainer","verbs":["list","get"]}]}`)
 		case r.URL.Path == "/apis/example.com/v1/trainers":
@@ -193,6 +197,18 @@ func TestAudit_kubeconfig(t *testing.T) {
 	require.Len(t, reports, 3)
 	assert.Equal(t, map[string]any{"pass": 1.0, "fail": 1.0, "warn": 0.0, "error": 0.0, "skip": 0.0}, reports["b"]["summary"])
 	assert.Equal(t, "ClusterPolicyReport", reports["(cluster)"]["kind"])
+
+	// OpenReports: printed with their own kinds and source; --apply on a
+	// cluster without their CRDs fails before auditing, naming the CRD.
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q", "-o", "openreports")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Contains(t, res.stdout, "apiVersion: openreports.io/v1alpha1\nkind: Report\n")
+	assert.Contains(t, res.stdout, "kind: ClusterReport\n")
+	assert.Contains(t, res.stdout, "\nsource: yunikorn-userinfo\n")
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q", "-o", "openreports", "--apply")
+	assert.Equal(t, 1, res.code)
+	assert.Contains(t, res.stderr, "audit --apply: the cluster does not serve reports.openreports.io (openreports.io/v1alpha1): install the OpenReports CRDs")
+	assert.Empty(t, res.stdout)
 }
 
 // With the policy's settings, their custom kinds are audited: the

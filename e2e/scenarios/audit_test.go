@@ -30,6 +30,10 @@ import (
 // the test installs them from the module cache, as published.
 const policyReportModule = "sigs.k8s.io/wg-policy-prototypes@v0.0.0-20210911211205-fb8f67bb6d38"
 
+// openReportsModule holds the OpenReports CRDs (config/crd), which
+// Kubewarden 1.30+ and Kyverno 1.15+ install and write.
+const openReportsModule = "github.com/openreports/reports-api@v0.2.1"
+
 var (
 	policyReports        = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
 	clusterPolicyReports = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "clusterpolicyreports"}
@@ -235,6 +239,24 @@ partitions:
 		}
 		assert.Equal(t, map[string]int{"user-info-missing": 3, "user-info-invalid": 1, "user-info-owner-mismatch": 1, "application-id-shared": 2}, rules)
 	}
+
+	// OpenReports: refused with the missing CRD named while the cluster
+	// does not serve them, then written as the real CRD accepts them.
+	refused, err := exec.CommandContext(ctx, e2e.serveBinary, "audit", "--kubeconfig", kubeconfig,
+		"-n", ns, "-o", "openreports", "--apply", "-q", "--queue-check=false").CombinedOutput()
+	require.Error(t, err, "no OpenReports CRDs yet: %s", refused)
+	assert.Contains(t, string(refused), "the cluster does not serve reports.openreports.io (openreports.io/v1alpha1): install the OpenReports CRDs")
+	installCRDs(t, filepath.Join(moduleDir(t, openReportsModule), "config", "crd"))
+	openReports := schema.GroupVersionResource{Group: "openreports.io", Version: "v1alpha1", Resource: "reports"}
+	require.Eventually(t, func() bool {
+		out, _ = audit("-n", ns, "-o", "openreports", "--apply", "-q", "--queue-check=false")
+		return out == "1 Reports written (yunikorn-userinfo-audit)\n"
+	}, time.Minute, time.Second, "the OpenReports CRDs are served")
+	orep, err := dyn.Resource(openReports).Namespace(ns).Get(ctx, "yunikorn-userinfo-audit", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "yunikorn-userinfo", orep.Object["source"])
+	oresults, _, _ := unstructured.NestedSlice(orep.Object, "results")
+	assert.Len(t, oresults, len(want), "the same findings as the PolicyReport")
 
 	// A namespace with nothing to audit any more loses the report an
 	// earlier audit wrote there; other reports stay.

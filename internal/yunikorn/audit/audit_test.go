@@ -149,7 +149,7 @@ func TestRun_findings(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, r.AllNamespaces)
 	assert.Empty(t, r.ClusterFindings)
-	assert.Nil(t, r.ClusterPolicyReport(t0))
+	assert.Nil(t, r.ClusterPolicyReport(WGPolicy, t0))
 }
 
 // The pager follows Continue tokens to the end, one request a page, with
@@ -250,7 +250,7 @@ func TestPolicyReports(t *testing.T) {
 		},
 		Passed: map[string]int{"a": 3, "b": 2},
 	}
-	reps := r.PolicyReports(t0)
+	reps := r.PolicyReports(WGPolicy, t0)
 	require.Len(t, reps, 2)
 	a := reps[0].Object
 	assert.Equal(t, "wgpolicyk8s.io/v1alpha2", a["apiVersion"])
@@ -269,25 +269,25 @@ func TestPolicyReports(t *testing.T) {
 
 	// Apply creates, then replaces, and deletes the reports of namespaces
 	// with nothing audited any more (only its own: by name and label).
-	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{PolicyReportGVR: "PolicyReportList"})
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{WGPolicy.GVR: "PolicyReportList"})
 	foreign := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
 		"metadata": map[string]any{"name": "polr-ns-b-kubewarden", "namespace": "b", "labels": map[string]any{"app.kubernetes.io/managed-by": "kubewarden"}}}}
-	_, err := dyn.Resource(PolicyReportGVR).Namespace("b").Create(t.Context(), foreign, metav1.CreateOptions{})
+	_, err := dyn.Resource(WGPolicy.GVR).Namespace("b").Create(t.Context(), foreign, metav1.CreateOptions{})
 	require.NoError(t, err)
-	skipped, err := Apply(t.Context(), dyn, "", reps)
+	skipped, err := Apply(t.Context(), dyn, WGPolicy, "", reps)
 	require.NoError(t, err)
 	assert.Empty(t, skipped)
 	r.Findings = r.Findings[:1]
 	delete(r.Passed, "b")
-	_, err = Apply(t.Context(), dyn, "", r.PolicyReports(t0))
+	_, err = Apply(t.Context(), dyn, WGPolicy, "", r.PolicyReports(WGPolicy, t0))
 	require.NoError(t, err)
-	got, err := dyn.Resource(PolicyReportGVR).Namespace("a").Get(t.Context(), ReportName, metav1.GetOptions{})
+	got, err := dyn.Resource(WGPolicy.GVR).Namespace("a").Get(t.Context(), ReportName, metav1.GetOptions{})
 	require.NoError(t, err)
 	results, _, _ := unstructured.NestedSlice(got.Object, "results")
 	assert.Len(t, results, 1)
-	_, err = dyn.Resource(PolicyReportGVR).Namespace("b").Get(t.Context(), ReportName, metav1.GetOptions{})
+	_, err = dyn.Resource(WGPolicy.GVR).Namespace("b").Get(t.Context(), ReportName, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the stale report is gone: %v", err)
-	_, err = dyn.Resource(PolicyReportGVR).Namespace("b").Get(t.Context(), foreign.GetName(), metav1.GetOptions{})
+	_, err = dyn.Resource(WGPolicy.GVR).Namespace("b").Get(t.Context(), foreign.GetName(), metav1.GetOptions{})
 	assert.NoError(t, err, "another tool's report stays")
 }
 
@@ -299,27 +299,27 @@ func TestApply_namespaceGone(t *testing.T) {
 		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "PolicyReport",
 			"metadata": map[string]any{"name": ReportName, "namespace": ns}}}
 	}
-	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{PolicyReportGVR: "PolicyReportList"})
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{WGPolicy.GVR: "PolicyReportList"})
 	dyn.PrependReactor("create", "policyreports", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		switch a.GetNamespace() {
 		case "terminating":
-			err := apierrors.NewForbidden(PolicyReportGVR.GroupResource(), ReportName, fmt.Errorf("unable to create new content in namespace terminating because it is being terminated"))
+			err := apierrors.NewForbidden(WGPolicy.GVR.GroupResource(), ReportName, fmt.Errorf("unable to create new content in namespace terminating because it is being terminated"))
 			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace"}}
 			return true, nil, err
 		case "deleted":
 			return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "deleted")
 		case "forbidden":
-			return true, nil, apierrors.NewForbidden(PolicyReportGVR.GroupResource(), ReportName, fmt.Errorf("no"))
+			return true, nil, apierrors.NewForbidden(WGPolicy.GVR.GroupResource(), ReportName, fmt.Errorf("no"))
 		}
 		return false, nil, nil
 	})
-	skipped, err := Apply(t.Context(), dyn, "", []*unstructured.Unstructured{rep("terminating"), rep("a"), rep("deleted")})
+	skipped, err := Apply(t.Context(), dyn, WGPolicy, "", []*unstructured.Unstructured{rep("terminating"), rep("a"), rep("deleted")})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"terminating", "deleted"}, skipped)
-	_, err = dyn.Resource(PolicyReportGVR).Namespace("a").Get(t.Context(), ReportName, metav1.GetOptions{})
+	_, err = dyn.Resource(WGPolicy.GVR).Namespace("a").Get(t.Context(), ReportName, metav1.GetOptions{})
 	assert.NoError(t, err, "the other namespace's report is written")
 
-	_, err = Apply(t.Context(), dyn, "", []*unstructured.Unstructured{rep("forbidden")})
+	_, err = Apply(t.Context(), dyn, WGPolicy, "", []*unstructured.Unstructured{rep("forbidden")})
 	assert.ErrorContains(t, err, "write PolicyReport forbidden/"+ReportName)
 }
 
@@ -353,7 +353,7 @@ func TestClusterPolicyReport(t *testing.T) {
 	r, err := Run(t.Context(), cs, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, 2, r.CrossNamespaceApps)
-	cpr := r.ClusterPolicyReport(t0)
+	cpr := r.ClusterPolicyReport(WGPolicy, t0)
 	require.NotNil(t, cpr)
 	assert.Equal(t, "ClusterPolicyReport", cpr.GetKind())
 	assert.Equal(t, "wgpolicyk8s.io/v1alpha2", cpr.GetAPIVersion())
@@ -380,7 +380,7 @@ func TestClusterPolicyReport(t *testing.T) {
 	}
 	// The namespaced reports still carry a finding per Pod of another user.
 	var inB int
-	for _, rep := range r.PolicyReports(t0) {
+	for _, rep := range r.PolicyReports(WGPolicy, t0) {
 		if rep.GetNamespace() == "b" {
 			s, _, _ := unstructured.NestedMap(rep.Object, "summary")
 			inB = int(s["fail"].(int64))
@@ -389,29 +389,29 @@ func TestClusterPolicyReport(t *testing.T) {
 	assert.Equal(t, 1, inB)
 
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		PolicyReportGVR: "PolicyReportList", ClusterPolicyReportGVR: "ClusterPolicyReportList"})
-	require.NoError(t, ApplyCluster(t.Context(), dyn, cpr))
-	require.NoError(t, ApplyCluster(t.Context(), dyn, cpr), "replaced")
-	got, err := dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
+		WGPolicy.GVR: "PolicyReportList", WGPolicy.ClusterGVR: "ClusterPolicyReportList"})
+	require.NoError(t, ApplyCluster(t.Context(), dyn, WGPolicy, cpr))
+	require.NoError(t, ApplyCluster(t.Context(), dyn, WGPolicy, cpr), "replaced")
+	got, err := dyn.Resource(WGPolicy.ClusterGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, summary, got.Object["summary"])
 
 	// Nothing across namespaces any more: no report, and the old one goes.
 	r, err = Run(t.Context(), fake.NewClientset(pod("a", "p1", ui("ann"), nil, 1)), Options{})
 	require.NoError(t, err)
-	assert.Nil(t, r.ClusterPolicyReport(t0))
-	require.NoError(t, ApplyCluster(t.Context(), dyn, nil))
-	_, err = dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
+	assert.Nil(t, r.ClusterPolicyReport(WGPolicy, t0))
+	require.NoError(t, ApplyCluster(t.Context(), dyn, WGPolicy, nil))
+	_, err = dyn.Resource(WGPolicy.ClusterGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "%v", err)
-	require.NoError(t, ApplyCluster(t.Context(), dyn, nil), "nothing to delete")
+	require.NoError(t, ApplyCluster(t.Context(), dyn, WGPolicy, nil), "nothing to delete")
 
 	// Another tool's report of that name stays.
 	foreign := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wgpolicyk8s.io/v1alpha2", "kind": "ClusterPolicyReport",
 		"metadata": map[string]any{"name": ReportName}}}
-	_, err = dyn.Resource(ClusterPolicyReportGVR).Create(t.Context(), foreign, metav1.CreateOptions{})
+	_, err = dyn.Resource(WGPolicy.ClusterGVR).Create(t.Context(), foreign, metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.NoError(t, ApplyCluster(t.Context(), dyn, nil))
-	_, err = dyn.Resource(ClusterPolicyReportGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
+	require.NoError(t, ApplyCluster(t.Context(), dyn, WGPolicy, nil))
+	_, err = dyn.Resource(WGPolicy.ClusterGVR).Get(t.Context(), ReportName, metav1.GetOptions{})
 	assert.NoError(t, err)
 }
 

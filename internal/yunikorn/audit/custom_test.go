@@ -193,7 +193,7 @@ func TestRun_customKinds(t *testing.T) {
 	assert.Contains(t, string(progress), "audit: RayCluster.ray.io: 8 read in 1 pages, 7 audited")
 
 	// The skipped kinds are skip results of the ClusterPolicyReport.
-	cpr := r.ClusterPolicyReport(t0)
+	cpr := r.ClusterPolicyReport(WGPolicy, t0)
 	require.NotNil(t, cpr)
 	summary, _, _ := unstructured.NestedMap(cpr.Object, "summary")
 	assert.Equal(t, map[string]any{"pass": int64(0), "fail": int64(0), "warn": int64(0), "error": int64(0), "skip": int64(3)}, summary)

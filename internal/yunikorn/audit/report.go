@@ -16,15 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
 )
 
-// The PolicyReport API of the Kubernetes Policy working group
-// (wgpolicyk8s.io/v1alpha2, sigs.k8s.io/wg-policy-prototypes
-// policy-report/crd/v1alpha2), which Kubewarden's audit scanner, Kyverno
-// and Policy Reporter read.
+// The reports are written in one of two APIs of the same shape (see
+// ReportAPI); the names and bounds below hold for both.
 const (
 	ReportPolicy = "yunikorn-user-info"
 	ReportSource = "yunikorn-userinfo"
@@ -35,12 +34,68 @@ const (
 	maxResults = 2000
 )
 
-// PolicyReportGVR is the resource of the namespaced PolicyReports,
-// ClusterPolicyReportGVR that of the cluster-scoped ones.
+// ReportAPI is an API the findings are reported in: a namespaced kind and
+// a cluster-scoped one with the same results, summary and properties.
+type ReportAPI struct {
+	Name        string // as -o names it
+	APIVersion  string
+	Kind        string
+	ClusterKind string
+	GVR         schema.GroupVersionResource
+	ClusterGVR  schema.GroupVersionResource
+	// TopSource: the report itself names its source (OpenReports), not
+	// only each result.
+	TopSource bool
+	// Install says where the API's CRDs come from, for the error of a
+	// cluster that does not serve them.
+	Install string
+}
+
 var (
-	PolicyReportGVR        = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"}
-	ClusterPolicyReportGVR = schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "clusterpolicyreports"}
+	// OpenReports is openreports.io/v1alpha1 (github.com/openreports/
+	// reports-api): what Kubewarden 1.30+ and Kyverno 1.15+ write and
+	// Policy Reporter reads.
+	OpenReports = ReportAPI{
+		Name: "openreports", APIVersion: "openreports.io/v1alpha1", Kind: "Report", ClusterKind: "ClusterReport",
+		GVR:        schema.GroupVersionResource{Group: "openreports.io", Version: "v1alpha1", Resource: "reports"},
+		ClusterGVR: schema.GroupVersionResource{Group: "openreports.io", Version: "v1alpha1", Resource: "clusterreports"},
+		TopSource:  true,
+		Install: "install the OpenReports CRDs (config/crd of github.com/openreports/reports-api v0.2.1; " +
+			"Kubewarden 1.30+ and Kyverno 1.15+ install them), or use -o policyreport",
+	}
+	// WGPolicy is the Kubernetes Policy working group's
+	// wgpolicyk8s.io/v1alpha2 (sigs.k8s.io/wg-policy-prototypes
+	// policy-report/crd/v1alpha2), which Kubewarden deprecated in 1.33;
+	// kept for clusters that have only it.
+	WGPolicy = ReportAPI{
+		Name: "policyreport", APIVersion: "wgpolicyk8s.io/v1alpha2", Kind: "PolicyReport", ClusterKind: "ClusterPolicyReport",
+		GVR:        schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "policyreports"},
+		ClusterGVR: schema.GroupVersionResource{Group: "wgpolicyk8s.io", Version: "v1alpha2", Resource: "clusterpolicyreports"},
+		Install: "install the wgpolicyk8s.io CRDs (policy-report/crd/v1alpha2 of sigs.k8s.io/wg-policy-prototypes), " +
+			"or use -o openreports",
+	}
 )
+
+// Served fails, naming the CRD and how to install it, when the cluster
+// does not serve both kinds of api.
+func Served(disc discovery.DiscoveryInterface, api ReportAPI) error {
+	list, err := disc.ServerResourcesForGroupVersion(api.GVR.GroupVersion().String())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("ask the API server for %s: %w", api.APIVersion, err)
+	}
+	for _, gvr := range []schema.GroupVersionResource{api.GVR, api.ClusterGVR} {
+		found := false
+		if list != nil {
+			for _, r := range list.APIResources {
+				found = found || r.Name == gvr.Resource
+			}
+		}
+		if !found {
+			return fmt.Errorf("the cluster does not serve %s.%s (%s): %s", gvr.Resource, gvr.Group, api.APIVersion, api.Install)
+		}
+	}
+	return nil
+}
 
 // RuleKindNotServed is the skip result of the ClusterPolicyReport for a
 // custom kind of the workloads setting that the API server does not serve.
@@ -104,7 +159,7 @@ func (r *Report) counts() string {
 // object: a fail result per finding (at most maxResults, the summary counts
 // them all), and the audited objects without a finding counted as pass
 // (not listed: a namespace with many thousand Pods would not fit).
-func (r *Report) PolicyReports(now time.Time) []*unstructured.Unstructured {
+func (r *Report) PolicyReports(api ReportAPI, now time.Time) []*unstructured.Unstructured {
 	byNS := map[string][]Finding{}
 	for _, f := range r.Findings {
 		byNS[f.Resource.Namespace] = append(byNS[f.Resource.Namespace], f)
@@ -150,8 +205,8 @@ func (r *Report) PolicyReports(now time.Time) []*unstructured.Unstructured {
 			results = append(results, result)
 		}
 		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "wgpolicyk8s.io/v1alpha2",
-			"kind":       "PolicyReport",
+			"apiVersion": api.APIVersion,
+			"kind":       api.Kind,
 			"metadata": map[string]any{
 				"name": ReportName, "namespace": ns,
 				"labels": map[string]any{"app.kubernetes.io/managed-by": ReportSource},
@@ -159,6 +214,9 @@ func (r *Report) PolicyReports(now time.Time) []*unstructured.Unstructured {
 			"summary": map[string]any{"pass": int64(r.Passed[ns]), "fail": int64(len(fs)), "warn": int64(0), "error": int64(0), "skip": int64(0)},
 			"results": results,
 		}}
+		if api.TopSource {
+			u.Object["source"] = ReportSource
+		}
 		out = append(out, u)
 	}
 	return out
@@ -175,7 +233,7 @@ func (r *Report) PolicyReports(now time.Time) []*unstructured.Unstructured {
 // application is then not seen whole), or when there is nothing
 // cluster-wide to report: no application spans namespaces and every kind
 // was audited.
-func (r *Report) ClusterPolicyReport(now time.Time) *unstructured.Unstructured {
+func (r *Report) ClusterPolicyReport(api ReportAPI, now time.Time) *unstructured.Unstructured {
 	if !r.AllNamespaces || (r.CrossNamespaceApps == 0 && len(r.Skipped) == 0) {
 		return nil
 	}
@@ -218,9 +276,9 @@ func (r *Report) ClusterPolicyReport(now time.Time) *unstructured.Unstructured {
 			"source": ReportSource, "timestamp": ts, "properties": props,
 		})
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "wgpolicyk8s.io/v1alpha2",
-		"kind":       "ClusterPolicyReport",
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": api.APIVersion,
+		"kind":       api.ClusterKind,
 		"metadata": map[string]any{
 			"name":   ReportName,
 			"labels": map[string]any{"app.kubernetes.io/managed-by": ReportSource},
@@ -229,30 +287,34 @@ func (r *Report) ClusterPolicyReport(now time.Time) *unstructured.Unstructured {
 			"warn": int64(0), "error": int64(0), "skip": int64(len(r.Skipped))},
 		"results": results,
 	}}
+	if api.TopSource {
+		u.Object["source"] = ReportSource
+	}
+	return u
 }
 
 // ApplyCluster creates or replaces the ClusterPolicyReport, or, when there
 // is none (nil: nothing cluster-wide), deletes the one an earlier audit
 // wrote (by name and label). Call it only for an audit of every
 // namespace: one of a single namespace knows nothing cluster-wide.
-func ApplyCluster(ctx context.Context, dyn dynamic.Interface, report *unstructured.Unstructured) error {
-	c := dyn.Resource(ClusterPolicyReportGVR)
+func ApplyCluster(ctx context.Context, dyn dynamic.Interface, api ReportAPI, report *unstructured.Unstructured) error {
+	c := dyn.Resource(api.ClusterGVR)
 	if report != nil {
-		return writeOne(ctx, c, "ClusterPolicyReport "+report.GetName(), report)
+		return writeOne(ctx, c, api.ClusterKind+" "+report.GetName(), report)
 	}
 	old, err := c.Get(ctx, ReportName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read the ClusterPolicyReport of an earlier audit: %w", err)
+		return fmt.Errorf("read the %s of an earlier audit: %w", api.ClusterKind, err)
 	}
 	if old.GetLabels()["app.kubernetes.io/managed-by"] != ReportSource {
 		return nil
 	}
 	err = c.Delete(ctx, ReportName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrUID(old.GetUID())}})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete the stale ClusterPolicyReport %s: %w", ReportName, err)
+		return fmt.Errorf("delete the stale %s %s: %w", api.ClusterKind, ReportName, err)
 	}
 	return nil
 }
@@ -264,8 +326,8 @@ func ApplyCluster(ctx context.Context, dyn dynamic.Interface, report *unstructur
 // A namespace deleted or being deleted while the audit ran cannot take a
 // report: it is skipped and named in the first result, not an error (its
 // objects are going away with it).
-func Apply(ctx context.Context, dyn dynamic.Interface, scope string, reports []*unstructured.Unstructured) ([]string, error) {
-	skipped, err := write(ctx, dyn, reports)
+func Apply(ctx context.Context, dyn dynamic.Interface, api ReportAPI, scope string, reports []*unstructured.Unstructured) ([]string, error) {
+	skipped, err := write(ctx, dyn, api, reports)
 	if err != nil {
 		return skipped, err
 	}
@@ -275,18 +337,18 @@ func Apply(ctx context.Context, dyn dynamic.Interface, scope string, reports []*
 	}
 	opts := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=" + ReportSource, Limit: 500}
 	for {
-		l, err := dyn.Resource(PolicyReportGVR).Namespace(scope).List(ctx, opts)
+		l, err := dyn.Resource(api.GVR).Namespace(scope).List(ctx, opts)
 		if err != nil {
-			return skipped, fmt.Errorf("list the PolicyReports of earlier audits: %w", err)
+			return skipped, fmt.Errorf("list the %ss of earlier audits: %w", api.Kind, err)
 		}
 		for _, old := range l.Items {
 			if old.GetName() != ReportName || keep[old.GetNamespace()] {
 				continue
 			}
-			err := dyn.Resource(PolicyReportGVR).Namespace(old.GetNamespace()).Delete(ctx, old.GetName(),
+			err := dyn.Resource(api.GVR).Namespace(old.GetNamespace()).Delete(ctx, old.GetName(),
 				metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: ptrUID(old.GetUID())}})
 			if err != nil && !apierrors.IsNotFound(err) {
-				return skipped, fmt.Errorf("delete the stale PolicyReport %s/%s: %w", old.GetNamespace(), old.GetName(), err)
+				return skipped, fmt.Errorf("delete the stale %s %s/%s: %w", api.Kind, old.GetNamespace(), old.GetName(), err)
 			}
 		}
 		if l.GetContinue() == "" {
@@ -300,11 +362,11 @@ func ptrUID(u types.UID) *types.UID { return &u }
 
 // write creates every report, or replaces the one of the same name; it
 // skips, and names, the namespaces that are gone or being deleted.
-func write(ctx context.Context, dyn dynamic.Interface, reports []*unstructured.Unstructured) ([]string, error) {
+func write(ctx context.Context, dyn dynamic.Interface, api ReportAPI, reports []*unstructured.Unstructured) ([]string, error) {
 	var skipped []string
 	for _, rep := range reports {
-		c := dyn.Resource(PolicyReportGVR).Namespace(rep.GetNamespace())
-		if err := writeOne(ctx, c, "PolicyReport "+rep.GetNamespace()+"/"+rep.GetName(), rep); err != nil {
+		c := dyn.Resource(api.GVR).Namespace(rep.GetNamespace())
+		if err := writeOne(ctx, c, api.Kind+" "+rep.GetNamespace()+"/"+rep.GetName(), rep); err != nil {
 			if namespaceGone(err) {
 				skipped = append(skipped, rep.GetNamespace())
 				continue
