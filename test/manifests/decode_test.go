@@ -52,6 +52,7 @@ var kinds = map[schema.GroupVersionKind]kind{
 	corev1.SchemeGroupVersion.WithKind("Service"):                                         {new: func() any { return &corev1.Service{} }, namespaced: true},
 	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                      {new: func() any { return &appsv1.Deployment{} }, namespaced: true},
 	batchv1.SchemeGroupVersion.WithKind("Job"):                                            {new: func() any { return &batchv1.Job{} }, namespaced: true},
+	batchv1.SchemeGroupVersion.WithKind("CronJob"):                                        {new: func() any { return &batchv1.CronJob{} }, namespaced: true},
 	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"):                             {new: func() any { return &networkingv1.NetworkPolicy{} }, namespaced: true},
 	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                           {new: func() any { return &policyv1.PodDisruptionBudget{} }, namespaced: true},
 	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"):   {new: func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} }},
