@@ -72,11 +72,11 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 // podAppID is the application ID a Pod names (its metadata's labels and
 // annotations), in the shim's order (appid.FromPod): "" when it names none.
 func podAppID(labels, annotations gjson.Result) string {
-	return appid.FromPod(lookup(labels), lookup(annotations))
+	return appid.FromPod(appIDLookup(labels), appIDLookup(annotations))
 }
 
-// lookup reads the string map m (labels or annotations) for appid.
-func lookup(m gjson.Result) appid.Lookup {
+// appIDLookup reads the string map m (labels or annotations) for appid.
+func appIDLookup(m gjson.Result) appid.Lookup {
 	return func(key string) string {
 		v := m.Get(gjson.Escape(key))
 		if v.Type != gjson.String {
@@ -91,7 +91,7 @@ func lookup(m gjson.Result) appid.Lookup {
 // the Pod gets an application of its own (the -uniqueautogen suffix, or
 // generateUniqueAppIds), which no other Pod can join.
 func (a *appOwnershipSettings) appIDOf(ns string, meta gjson.Result) (id string, generated bool) {
-	return appid.Of(ns, lookup(meta.Get("labels")), lookup(meta.Get("annotations")), a.uniqueAppIDs)
+	return appid.Of(ns, appIDLookup(meta.Get("labels")), appIDLookup(meta.Get("annotations")), a.uniqueAppIDs)
 }
 
 // checkAppOwnership applies applicationOwnership to an admitted Pod: a
