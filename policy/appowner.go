@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/appid"
 )
 
 // Application ownership (docs/BEHAVIOUR.md §3.5): YuniKorn adds a Pod to
@@ -28,24 +30,6 @@ type appOwnershipSettings struct {
 	uniqueAppIDs bool
 	uniqueSet    bool // generateUniqueAppIds was given
 }
-
-// The application ID sources, in the order the YuniKorn shim (k8shim
-// v1.9's GetApplicationIDFromPod) reads them.
-const (
-	labelAppIDCanonical = "yunikorn.apache.org/app-id"
-	annotationAppID     = "yunikorn.apache.org/app-id"
-	labelAppID          = "applicationId"
-	labelSparkAppID     = "spark-app-selector"
-	// uniqueAutogenSuffix makes the shim replace it with the Pod's uid: an
-	// application of its own.
-	uniqueAutogenSuffix = "-uniqueautogen"
-	// The ID the shim generates for a Pod without one (GenerateApplicationID
-	// without generateUniqueAppId): one application per namespace, cut to
-	// 63 bytes.
-	autogenPrefix = "yunikorn-"
-	autogenSuffix = "-autogen"
-	maxAppIDLen   = 63
-)
 
 // parseAppOwnership reads applicationOwnership: a mode, or {mode,
 // schedulerName, generateUniqueAppIds}.
@@ -86,26 +70,20 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 }
 
 // podAppID is the application ID a Pod names (its metadata's labels and
-// annotations), in the shim's order: "" when it names none.
+// annotations), in the shim's order (appid.FromPod): "" when it names none.
 func podAppID(labels, annotations gjson.Result) string {
-	get := func(m gjson.Result, key string) string {
+	return appid.FromPod(appIDLookup(labels), appIDLookup(annotations))
+}
+
+// appIDLookup reads the string map m (labels or annotations) for appid.
+func appIDLookup(m gjson.Result) appid.Lookup {
+	return func(key string) string {
 		v := m.Get(gjson.Escape(key))
 		if v.Type != gjson.String {
 			return ""
 		}
 		return str(v)
 	}
-	id := get(labels, labelAppIDCanonical)
-	if id == "" {
-		id = get(annotations, annotationAppID)
-	}
-	if id == "" {
-		id = get(labels, labelAppID)
-	}
-	if id == "" {
-		id = get(labels, labelSparkAppID)
-	}
-	return id
 }
 
 // appIDOf is the application the shim puts a Pod of namespace ns in, by
@@ -113,59 +91,7 @@ func podAppID(labels, annotations gjson.Result) string {
 // the Pod gets an application of its own (the -uniqueautogen suffix, or
 // generateUniqueAppIds), which no other Pod can join.
 func (a *appOwnershipSettings) appIDOf(ns string, meta gjson.Result) (id string, generated bool) {
-	id = podAppID(meta.Get("labels"), meta.Get("annotations"))
-	switch {
-	case strings.HasSuffix(id, uniqueAutogenSuffix):
-		return "", false
-	case id != "":
-		return id, false
-	case a.uniqueAppIDs:
-		return "", false
-	}
-	return generatedAppID(ns), true
-}
-
-// generatedAppID is the ID the shim gives the Pods of namespace ns that
-// name none ("" reads as default, as the shim tags it).
-func generatedAppID(ns string) string {
-	if ns == "" {
-		ns = "default"
-	}
-	id := autogenPrefix + ns + autogenSuffix
-	if len(id) > maxAppIDLen {
-		id = id[:maxAppIDLen]
-	}
-	return id
-}
-
-// generatedNamespace is the namespace whose generated application id is,
-// if it is one: Pods without an ID in that namespace belong to it too. A
-// generated ID cut to 63 bytes names no namespace for sure and is "".
-func generatedNamespace(id string) string {
-	if !strings.HasPrefix(id, autogenPrefix) || !strings.HasSuffix(id, autogenSuffix) {
-		return ""
-	}
-	ns := id[len(autogenPrefix) : len(id)-len(autogenSuffix)]
-	if ns == "" || generatedAppID(ns) != id {
-		return ""
-	}
-	return ns
-}
-
-// validLabelValue reports whether s can be a label value, and so be found
-// with a label selector.
-func validLabelValue(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && ((c != '-' && c != '_' && c != '.') || i == 0 || i == len(s)-1) {
-			return false
-		}
-	}
-	return true
+	return appid.Of(ns, appIDLookup(meta.Get("labels")), appIDLookup(meta.Get("annotations")), a.uniqueAppIDs)
 }
 
 // checkAppOwnership applies applicationOwnership to an admitted Pod: a
@@ -196,8 +122,8 @@ func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, ol
 			return d // checked when it was set
 		}
 	}
-	gns := generatedNamespace(appID)
-	if generated || appID == generatedAppID(ns) {
+	gns := appid.GeneratedNamespace(appID)
+	if generated || appID == appid.Generated(ns) {
 		gns = ns // also when the ID was cut to 63 bytes and names no namespace in full
 	}
 	user, _ := recordedIdentity(d, cur, s)
@@ -249,8 +175,8 @@ func appOwner(ao *appOwnershipSettings, appID, gns, user string, s *Settings) (o
 			return true
 		})
 	}
-	if validLabelValue(appID) {
-		for _, key := range [...]string{labelAppIDCanonical, labelAppID, labelSparkAppID} {
+	if appid.ValidLabelValue(appID) {
+		for _, key := range [...]string{appid.LabelCanonical, appid.Label, appid.LabelSpark} {
 			items, err := listPods("", key+"="+appID)
 			if err != nil {
 				return "", "", err

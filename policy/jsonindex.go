@@ -6,6 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/yunikorn-userinfo/userinfo/internal/jsonindex"
+	"github.com/yunikorn-userinfo/userinfo/policy/jsontext"
 )
 
 // indexed is the payload being evaluated and its index (one pass validates
@@ -112,7 +113,7 @@ func plainKey(rawKey string) string {
 	body := rawKey[1 : len(rawKey)-1]
 	for i := 0; i < len(body); i++ {
 		if body[i] == '\\' || body[i] >= 0x80 {
-			return decodeJSONString(body)
+			return jsontext.DecodeString(body)
 		}
 	}
 	return body

@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/jsontext"
 )
 
 // inputError is a request the policy cannot evaluate because it is
@@ -62,22 +64,7 @@ func present(v gjson.Result) bool { return v.Exists() && v.Type != gjson.Null }
 func isObject(v gjson.Result) bool { return v.IsObject() }
 
 // typeName describes the JSON type of v for error messages.
-func typeName(v gjson.Result) string {
-	switch v.Type {
-	case gjson.Null:
-		return "null"
-	case gjson.False, gjson.True:
-		return "boolean"
-	case gjson.Number:
-		return "number"
-	case gjson.String:
-		return "string"
-	}
-	if v.IsArray() {
-		return "array"
-	}
-	return "object"
-}
+func typeName(v gjson.Result) string { return jsontext.TypeName(v) }
 
 // join appends a key to a field path, bracketing keys that hold dots or
 // slashes (annotation and label keys) so the path stays readable.
@@ -117,73 +104,9 @@ func describe(v gjson.Result) string {
 // small (64 KiB): a request nested a thousand levels deep would make it
 // trap, which fails closed but tells nobody why, and under Kubewarden
 // nothing checks depth in front of the module. Real Kubernetes objects nest
-// a few dozen levels; a user.info value nests two.
-const (
-	maxPayloadDepth = 512
-	maxValueDepth   = 16
-)
+// a few dozen levels; a user.info value nests two (userinfo.MaxDepth
+// limits it).
+const maxPayloadDepth = 512
 
-// tooDeep reports whether the JSON text s nests arrays and objects more
-// than limit levels deep, and if so where: the keys on the way, as a path
-// ("request.object.spec", "[]" for an array level), up to four levels. It
-// scans once, without recursion or allocation, and assumes nothing about
-// the validity of s, which is checked afterwards.
-func tooDeep(s string, limit int) (where string, deep bool) {
-	const named = 4
-	var keys [named + 1]string
-	var arrays [named + 1]bool
-	depth, expectKey := 0, false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case '"':
-			j := i + 1
-			for j < len(s) && s[j] != '"' {
-				if s[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			if expectKey && depth >= 1 && depth <= named {
-				keys[depth] = s[i+1 : min(j, len(s))]
-			}
-			expectKey = false
-			i = j
-		case '{', '[':
-			depth++
-			if depth > limit {
-				return depthPath(keys[1:], arrays[1:], min(depth-1, named), depth-1 > named), true
-			}
-			if depth <= named {
-				keys[depth], arrays[depth] = "", c == '['
-			}
-			expectKey = c == '{'
-		case '}', ']':
-			if depth > 0 { // unbalanced input is the validator's to reject
-				depth--
-			}
-			expectKey = false
-		case ',':
-			expectKey = depth >= 1 && depth <= named && !arrays[depth]
-		}
-	}
-	return "", false
-}
-
-// depthPath joins the first n levels of a path tooDeep found.
-func depthPath(keys []string, arrays []bool, n int, more bool) string {
-	var b []byte
-	for d := range n {
-		if arrays[d] {
-			b = append(b, "[]"...)
-			continue
-		}
-		if len(b) > 0 {
-			b = append(b, '.')
-		}
-		b = append(b, keys[d]...)
-	}
-	if more {
-		b = append(b, "..."...)
-	}
-	return string(b)
-}
+// tooDeep is jsontext.TooDeep.
+func tooDeep(s string, limit int) (where string, deep bool) { return jsontext.TooDeep(s, limit) }

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/appid"
 )
 
 // Gang placeholders (docs/BEHAVIOUR.md §3.7). For an application with task
@@ -141,24 +143,15 @@ func originatorOf(ns string, cur *podMeta) placeholder {
 // accepted.
 func originatorApp(meta gjson.Result, ns, uid, want string) (string, bool) {
 	id := podAppID(meta.Get("labels"), meta.Get("annotations"))
-	if strings.HasSuffix(id, uniqueAutogenSuffix) {
-		id = strings.TrimSuffix(id, uniqueAutogenSuffix) + "-" + uid
+	if strings.HasSuffix(id, appid.UniqueAutogenSuffix) {
+		id = strings.TrimSuffix(id, appid.UniqueAutogenSuffix) + "-" + uid
 	}
 	if id != "" {
 		return id, id == want && want != ""
 	}
-	perNamespace := truncate("yunikorn-"+ns+"-autogen", 63)
-	perPod := truncate(truncate(ns, 26)+"-"+uid, 63)
+	perNamespace := appid.Generate(ns, false, "")
+	perPod := appid.Generate(ns, true, uid)
 	return perNamespace, want == perNamespace || want == perPod
-}
-
-// truncate keeps the first n bytes of s (the names it is used on are
-// ASCII, where the shim's %.Ns precision counts the same).
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // decidePlaceholder decides the CREATE of a scheduler's placeholder cur,

@@ -4,9 +4,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/appid"
 )
 
 // The scheduling jobs (docs/BEHAVIOUR.md §3.10): the other work YuniKorn's
@@ -29,9 +30,6 @@ const (
 	annotationIgnoreApp       = "yunikorn.apache.org/ignore-application"
 	annotationEnableYuniKorn  = "yunikorn.apache.org/namespace.enableYuniKorn"
 	annotationGenerateAppID   = "yunikorn.apache.org/namespace.generateAppId"
-	// The shim cuts the namespace to this many characters in a unique
-	// generated ID, before the suffix.
-	uniqueNamespaceLen = 26
 )
 
 // schedulingSettings is the scheduling setting. nil: the jobs are off.
@@ -344,7 +342,7 @@ func (p *schedPlan) planLabels(sc *schedulingSettings, ns string, cur *podMeta,
 	for i, get := range [...]struct {
 		f   func(string) (string, error)
 		key string
-	}{{label, labelAppIDCanonical}, {label, labelSparkAppID}, {label, labelAppID}, {annotation, annotationAppID},
+	}{{label, appid.LabelCanonical}, {label, appid.LabelSpark}, {label, appid.Label}, {annotation, appid.Annotation},
 		{label, labelQueueCanonical}, {label, labelQueue}} {
 		s, err := get.f(get.key)
 		if err != nil {
@@ -364,11 +362,11 @@ func (p *schedPlan) planLabels(sc *schedulingSettings, ns string, cur *podMeta,
 		if err != nil {
 			return err
 		}
-		id := generateAppID(ns, sc.uniqueAppIDs, uid)
-		set(labelAppIDCanonical, id, canonical)
-		set(labelAppID, id, legacy)
+		id := appid.Generate(ns, sc.uniqueAppIDs, uid)
+		set(appid.LabelCanonical, id, canonical)
+		set(appid.Label, id, legacy)
 	case canonical != "":
-		set(labelAppID, canonical, legacy)
+		set(appid.Label, canonical, legacy)
 	}
 	if queue != "" {
 		set(labelQueue, queue, legacyQueue)
@@ -391,35 +389,6 @@ func podUID(cur *podMeta) (string, error) {
 		return "", malformed(join(cur.metaField(), "uid"), "must be a string, got "+typeName(v))
 	}
 	return str(v), nil
-}
-
-// generateAppID is the shim's GenerateApplicationID: one application per
-// namespace (yunikorn-<ns>-autogen), or with unique IDs <ns>-<uid>, and
-// <ns>-uniqueautogen while there is no uid yet (the shim puts the uid in
-// when it schedules the Pod), the namespace cut to 26 characters; the
-// whole cut to 63 characters. The shim cuts with fmt's precision, which
-// counts characters (an invalid byte counts as one); a namespace is ASCII.
-func generateAppID(ns string, unique bool, uid string) string {
-	var id string
-	switch {
-	case !unique:
-		id = autogenPrefix + ns + autogenSuffix
-	case uid == "":
-		id = cutRunes(ns, uniqueNamespaceLen) + uniqueAutogenSuffix
-	default:
-		id = cutRunes(ns, uniqueNamespaceLen) + "-" + uid
-	}
-	return cutRunes(id, maxAppIDLen)
-}
-
-// cutRunes is s cut to n characters, as fmt's %.Ns.
-func cutRunes(s string, n int) string {
-	i := 0
-	for k := 0; k < n && i < len(s); k++ {
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-	}
-	return s[:i]
 }
 
 // namespaceFlags reads the namespace's enableYuniKorn and generateAppId

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -11,35 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 )
-
-// TestSchedulingGenerateAppID: the shim's GenerateApplicationID, cuts
-// included (fmt's precision counts characters, not bytes).
-func TestSchedulingGenerateAppID(t *testing.T) {
-	long := strings.Repeat("n", 60)
-	for _, c := range []struct {
-		ns     string
-		unique bool
-		uid    string
-		want   string
-	}{
-		{"e2e", false, "", "yunikorn-e2e-autogen"},
-		{"e2e", false, "some-uid", "yunikorn-e2e-autogen"},
-		{long, false, "", fmt.Sprintf("%.63s", "yunikorn-"+long+"-autogen")},
-		{"e2e", true, "", "e2e-uniqueautogen"},
-		{long, true, "", long[:26] + "-uniqueautogen"},
-		{"e2e", true, "u-1", "e2e-u-1"},
-		{long, true, strings.Repeat("u", 50), fmt.Sprintf("%.63s", long[:26]+"-"+strings.Repeat("u", 50))},
-		{"ns", true, strings.Repeat("é", 70), fmt.Sprintf("%.63s", "ns-"+strings.Repeat("é", 70))},
-	} {
-		got := generateAppID(c.ns, c.unique, c.uid)
-		assert.Equal(t, c.want, got, "%q unique=%v uid=%q", c.ns, c.unique, c.uid)
-	}
-	for _, s := range []string{"", "abc", "é\xffx", strings.Repeat("日本", 40), "a\xff\xfe\xfdb"} {
-		for n := 0; n < 70; n += 7 {
-			assert.Equal(t, fmt.Sprintf("%.*s", n, s), cutRunes(s, n), "%q cut to %d", s, n)
-		}
-	}
-}
 
 // TestSchedulingEdits: the edits write their members and keep every other
 // byte: a value replaced in place, a member added at the end of its

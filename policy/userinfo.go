@@ -2,15 +2,16 @@ package main
 
 import (
 	"strconv"
-	"strings"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/userinfo"
 )
 
-// AnnotationKey is where YuniKorn reads the submitting user and groups.
-const AnnotationKey = "yunikorn.apache.org/user.info"
+// AnnotationKey is where YuniKorn reads the submitting user and groups
+// (the policy's short name for userinfo.AnnotationKey).
+const AnnotationKey = userinfo.AnnotationKey
 
 // identity is the submitter as the API server authenticated it.
 type identity struct {
@@ -96,10 +97,10 @@ func parseIdentity(ui gjson.Result) (identity, error) {
 	return id, nil
 }
 
-// annotationValue is the user.info value this policy writes for id: compact
-// JSON, "user" then "groups", groups as sent (order and duplicates kept),
-// empty user or empty group list omitted, escaped as encoding/json does.
-// It is byte-for-byte what YuniKorn's own admission controller writes.
+// annotationValue is the user.info value this policy writes for id:
+// userinfo.AppendValue of the user and groups as sent (order and
+// duplicates kept), byte for byte what YuniKorn's own admission controller
+// writes.
 func (id identity) annotationValue() string { return id.recordedValue(nil) }
 
 // recordedValue is annotationValue with the groups shaped by g
@@ -108,32 +109,9 @@ func (id identity) annotationValue() string { return id.recordedValue(nil) }
 // without groups, and YuniKorn resolves the user's groups itself.
 func (id identity) recordedValue(g *groupShaping) string {
 	b := make([]byte, 0, 24+len(id.user)+len(id.groups)+id.ngroups)
-	b = append(b, '{')
-	if id.user != "" {
-		b = append(b, `"user":`...)
-		b = appendJSONString(b, id.user)
-	}
-	kept := 0
-	id.eachGroup(func(group string) bool {
-		if !g.keeps(group) {
-			return true
-		}
-		switch {
-		case kept > 0:
-			b = append(b, ',')
-		case id.user != "":
-			b = append(b, `,"groups":[`...)
-		default:
-			b = append(b, `"groups":[`...)
-		}
-		kept++
-		b = appendJSONString(b, group)
-		return true
+	b = userinfo.AppendValue(b, id.user, func(yield func(string) bool) {
+		id.eachGroup(func(group string) bool { return !g.keeps(group) || yield(group) })
 	})
-	if kept > 0 {
-		b = append(b, ']')
-	}
-	b = append(b, '}')
 	// b is not touched again: the string shares its bytes rather than
 	// copying a value that can be as large as the request.
 	return unsafe.String(unsafe.SliceData(b), len(b))
@@ -148,92 +126,11 @@ func (id identity) notAllowedMessage() string {
 }
 
 // checkSuppliedValue validates a user.info value that an allowed submitter
-// wrote. It is stricter than YuniKorn's json.Unmarshal on purpose: the shim
-// decodes with Go's case-insensitive field matching, where unknown keys are
-// ignored and the last duplicate wins, so {"user":"a","USER":"root"} would
-// be read as root. Only an object with exactly the keys "user" (a non-empty
-// string) and optionally "groups" (an array of strings) is accepted. The
-// returned message names the offending key as written.
+// wrote (userinfo.Check): "" when it is acceptable, else what is wrong,
+// naming the offending key as written.
 func checkSuppliedValue(value string) string {
-	if !utf8.ValidString(value) {
-		// Go's decoder would read invalid bytes as U+FFFD, so several
-		// distinct values would name the same user in YuniKorn.
-		return "value is not valid UTF-8"
-	}
-	if _, deep := tooDeep(value, maxValueDepth); deep {
-		return "value nests deeper than " + strconv.Itoa(maxValueDepth) + " levels (a user.info value is an object with a list of groups)"
-	}
-	if !gjson.Valid(value) {
-		return "value is not valid JSON"
-	}
-	v := gjson.Parse(value)
-	if !isObject(v) {
-		return "value must be a JSON object like {\"user\":\"alice\",\"groups\":[\"dev\"]}, got " + typeName(v)
-	}
-	var problem string
-	var user, groups gjson.Result
-	v.ForEach(func(k, val gjson.Result) bool {
-		key := str(k)
-		switch key {
-		case "user":
-			if user.Exists() {
-				problem = "duplicate key \"user\""
-				return false
-			}
-			user = val
-		case "groups":
-			if groups.Exists() {
-				problem = "duplicate key \"groups\""
-				return false
-			}
-			groups = val
-		default:
-			if canonical := foldedKey(key); canonical != "" {
-				problem = "key " + quote(key) + " must be written in lower case: keys are case-sensitive here, but YuniKorn would read it as " + quote(canonical)
-			} else {
-				problem = "unknown key " + quote(key) + " (only \"user\" and \"groups\" are allowed)"
-			}
-			return false
-		}
-		return true
-	})
-	if problem != "" {
-		return problem
-	}
-	switch {
-	case !user.Exists():
-		return "key \"user\" is required"
-	case user.Type != gjson.String:
-		return "\"user\" must be a string, got " + typeName(user)
-	case str(user) == "":
-		return "\"user\" must not be empty"
-	}
-	if groups.Exists() {
-		if !groups.IsArray() {
-			return "\"groups\" must be an array of strings, got " + typeName(groups)
-		}
-		i := 0
-		groups.ForEach(func(_, g gjson.Result) bool {
-			if g.Type != gjson.String {
-				problem = "\"groups\"[" + strconv.Itoa(i) + "] must be a string, got " + typeName(g)
-				return false
-			}
-			i++
-			return true
-		})
-	}
-	return problem
-}
-
-// foldedKey returns the key that Go's encoding/json (and so YuniKorn's shim)
-// would match key to, "" if none. Its matching is Unicode case folding, so
-// "USER" and even "uſer" (with U+017F) both mean "user" there.
-func foldedKey(key string) string {
-	switch {
-	case strings.EqualFold(key, "user"):
-		return "user"
-	case strings.EqualFold(key, "groups"):
-		return "groups"
+	if err := userinfo.Check(value); err != nil {
+		return err.Error()
 	}
 	return ""
 }

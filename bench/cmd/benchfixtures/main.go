@@ -9,7 +9,7 @@
 //
 //	cd bench && go run ./cmd/benchfixtures
 //
-// It uses the standard library only.
+// It uses the standard library and the user.info rules of policy/userinfo.
 package main
 
 import (
@@ -19,17 +19,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/userinfo"
 )
 
 // Submitter is the user every fixture is sent by, and userInfoValue what
-// the policy writes for them (docs/BEHAVIOUR.md §2).
+// the policy writes for them (docs/BEHAVIOUR.md §2):
+// {"user":"alice","groups":["dev","system:authenticated"]}.
 const (
-	submitter     = "alice"
-	userInfoKey   = "yunikorn.apache.org/user.info"
-	userInfoValue = `{"user":"alice","groups":["dev","system:authenticated"]}`
+	submitter   = "alice"
+	userInfoKey = userinfo.AnnotationKey
 )
 
-var submitterGroups = []string{"dev", "system:authenticated"}
+var (
+	submitterGroups = []string{"dev", "system:authenticated"}
+	userInfoValue   = userinfo.Identity{User: submitter, Groups: submitterGroups}.Value()
+)
 
 // The cases: how the object relates to the annotation.
 const (
