@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
+	"sigs.k8s.io/yaml"
 
 	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
@@ -774,4 +775,69 @@ func TestServe_skippedQueueCheckIsLoggedAndCounted(t *testing.T) {
 	assert.Contains(t, string(body), "queue check skipped: ")
 	assert.Contains(t, scrape(t, s.metrics), `yunikorn_userinfo_policy_log_lines_total{level="warn"} 1`)
 	assert.Contains(t, s.stderr.String(), `"msg":"queue check skipped"`)
+}
+
+// shippedServe reads the container args and the settings of the shipped
+// standalone manifests (deploy/webhook, which the chart renders with its
+// defaults), with the paths and addresses replaced by this test's.
+func shippedServe(t *testing.T, tlsf *tlsFiles) []string {
+	t.Helper()
+	var dep struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct{ Args []string } `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	raw, err := os.ReadFile("../../deploy/webhook/deployment.yaml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(raw, &dep))
+	require.Len(t, dep.Spec.Template.Spec.Containers, 1)
+	var cm struct{ Data map[string]string }
+	raw, err = os.ReadFile("../../deploy/webhook/configmap.yaml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(raw, &cm))
+	settingsFile := filepath.Join(t.TempDir(), "settings.yaml")
+	require.NoError(t, os.WriteFile(settingsFile, []byte(cm.Data["settings.yaml"]), 0o600))
+
+	var args []string
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		name, _, _ := strings.Cut(a, "=")
+		switch name {
+		case "serve", "--listen", "--metrics-listen":
+		case "--cert-file":
+			args = append(args, name+"="+tlsf.certFile)
+		case "--key-file":
+			args = append(args, name+"="+tlsf.keyFile)
+		case "--settings-path":
+			args = append(args, name+"="+settingsFile)
+		default:
+			args = append(args, a)
+		}
+	}
+	require.Contains(t, args, `--validate-overlay={"validateOnly":true}`, "the twin is part of the defaults")
+	return args
+}
+
+// TestServe_defaultsStartWithoutWarnings: serve as the shipped manifests
+// (and the chart's defaults) run it logs no warning from start to ready, so
+// that a warning at start is news; settings the policy remarks on are
+// still warned about, once, not once per webhook.
+func TestServe_defaultsStartWithoutWarnings(t *testing.T) {
+	t.Parallel()
+	tlsf := newTLSFiles(t)
+	cache := compilationCache(t)
+	s := startServe(t, cache, true, shippedServe(t, tlsf)...)
+	log := s.stderr.String()
+	assert.Contains(t, log, `"msg":"webhook ready"`)
+	assert.NotContains(t, log, `"level":"WARN"`)
+	assert.NotContains(t, log, `"level":"ERROR"`)
+
+	unanchored := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+		"--settings-json", `{"systemUsers":["^system:serviceaccount:kube-system:"]}`, `--validate-overlay={"validateOnly":true}`)
+	log = unanchored.stderr.String()
+	assert.Equal(t, 1, strings.Count(log, `"level":"WARN"`), "one remark: %s", log)
+	assert.Contains(t, log, `is not anchored with ^ and $`)
 }
