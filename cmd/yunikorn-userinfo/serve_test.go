@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -840,4 +841,53 @@ func TestServe_defaultsStartWithoutWarnings(t *testing.T) {
 	log = unanchored.stderr.String()
 	assert.Equal(t, 1, strings.Count(log, `"level":"WARN"`), "one remark: %s", log)
 	assert.Contains(t, log, `is not anchored with ^ and $`)
+}
+
+// TestServe_watchRegistration: with --watch-registration, serve reads its
+// webhook configurations from the API server and exports their
+// failurePolicy; a registration left at Ignore shows as such.
+func TestServe_watchRegistration(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	mutatingPolicy := "Ignore"
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/ui":
+			fmt.Fprintf(w, `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConfiguration","metadata":{"name":"ui"},`+
+				`"webhooks":[{"name":"user-info.example","failurePolicy":%q}]}`, mutatingPolicy)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	t.Cleanup(api.Close)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+api.URL+`"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600))
+	tlsf := newTLSFiles(t)
+	s := startServe(t, nil, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--kubeconfig", kubeconfig,
+		"--watch-registration", "mutating/ui,validating/ui", "--registration-interval", "50ms")
+	ignore := `yunikorn_userinfo_registration_failure_policy{configuration="ui",kind="mutating",policy="Ignore",webhook="user-info.example"} 1`
+	require.Eventually(t, func() bool { return strings.Contains(scrape(t, s.metrics), ignore) }, 10*time.Second, 20*time.Millisecond)
+	mu.Lock()
+	mutatingPolicy = "Fail"
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		m := scrape(t, s.metrics)
+		return strings.Contains(m, `policy="Fail",webhook="user-info.example"} 1`) && !strings.Contains(m, ignore)
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.NotContains(t, scrape(t, s.metrics), `kind="validating"`, "no such configuration: no series")
+	assert.Regexp(t, `yunikorn_userinfo_registration_reads_total\{outcome="not_found"\} [1-9]`, scrape(t, s.metrics))
+
+	r := startServe(t, nil, false, "--self-signed", "--self-signed-dir", t.TempDir(), "--watch-registration", "mutating/ui")
+	assert.Equal(t, 1, r.wait(t))
+	assert.Contains(t, r.stderr.String(), "--watch-registration needs an API server")
 }
