@@ -8,11 +8,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	releasev1 "helm.sh/helm/v4/pkg/release/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/yunikorn-userinfo/userinfo/test/manifests/internal/chartrender"
 )
 
 // prometheusRule is the part of the Prometheus Operator's PrometheusRule
@@ -130,4 +134,32 @@ func TestChart_monitoring(t *testing.T) {
 	// Kubewarden mode has no serve: nothing of this.
 	kw := mustRender(t, monitoringValues(t, `{mode: kubewarden, monitoring: {rules: {enabled: true}, dashboard: {enabled: true}}}`), "yunikorn-userinfo", "yunikorn-userinfo")
 	assert.Empty(t, alerts(kw))
+}
+
+// TestChart_registrationGateFailsVisibly: the gate is a post-install hook
+// Job, and Helm fails the release when a post-install hook fails; the Job
+// ends (a bounded number of retries within a deadline) rather than
+// retrying for ever, and a failed Job is kept for its logs. A release
+// whose gate failed stays registered with Ignore, which
+// YunikornUserinfoRegisteredFailOpen reports.
+func TestChart_registrationGateFailsVisibly(t *testing.T) {
+	t.Parallel()
+	hooks, _ := hooksAndManifests(t, monitoringValues(t, `registrationGate: {timeoutSeconds: 100}`), chartrender.Options{})
+	var job *batchv1.Job
+	for _, h := range hooks {
+		if h.Kind != "Job" {
+			continue
+		}
+		assert.Contains(t, h.Events, releasev1.HookPostInstall, "a failed post-install hook fails helm install")
+		assert.NotContains(t, h.DeletePolicies, releasev1.HookFailed, "a failed Job is kept for its logs")
+		ms, err := decodeManifests("gate", []byte(h.Manifest))
+		require.NoError(t, err)
+		job = ms[0].obj.(*batchv1.Job)
+	}
+	require.NotNil(t, job)
+	require.NotNil(t, job.Spec.BackoffLimit)
+	assert.LessOrEqual(t, *job.Spec.BackoffLimit, int32(3), "a few retries, then failed")
+	require.NotNil(t, job.Spec.ActiveDeadlineSeconds, "the Job ends failed, not pending for ever")
+	assert.Equal(t, int64(100+120), *job.Spec.ActiveDeadlineSeconds, "timeoutSeconds for the waits, plus room for the patches")
+	assert.Equal(t, corev1.RestartPolicyNever, job.Spec.Template.Spec.RestartPolicy)
 }
