@@ -131,6 +131,7 @@ test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 
 	$(MAKE) --no-print-directory test-bench-tools
 	$(MAKE) --no-print-directory test-release
 	$(MAKE) --no-print-directory test-manifests
+	$(MAKE) --no-print-directory test-monitoring
 	$(MAKE) --no-print-directory test-kubewarden
 	$(MAKE) --no-print-directory test-yunikorn
 	$(MAKE) --no-print-directory check-embedded
@@ -202,6 +203,16 @@ test-release: build image ## Release tests: the policy and the image pushed to a
 .PHONY: test-manifests
 test-manifests: ## Check every YAML file of the repository (nested module test/manifests)
 	cd test/manifests && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+.PHONY: test-monitoring
+test-monitoring: build ## The chart's alerts and dashboard loaded with Prometheus's rule and PromQL parsers, every metric they name checked against a running serve's /metrics (nested module test/monitoring)
+	@mkdir -p $(BUILD)/chart
+	cd test/manifests && $(GO) build -o $(CURDIR)/$(BUILD)/chartrender ./cmd/chartrender
+	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo \
+	  -values 'monitoring: {rules: {enabled: true}, dashboard: {enabled: true}}' -out $(BUILD)/chart/monitoring.yaml
+	cd test/monitoring && $(GO) vet ./... && \
+	  { $(GO) mod tidy -diff || { echo "test/monitoring/go.mod is not tidy"; exit 1; }; } && \
+	  MONITORING_CHART=$(CURDIR)/$(BUILD)/chart/monitoring.yaml YUNIKORN_USERINFO_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 ./...
 
 .PHONY: test-kubewarden
 test-kubewarden: policy ## The fixture table on wasmtime as Kubewarden's policy-server runs it: fresh instance, _start + wapc_init, serde re-serialisation, json-patch diff (nested module test/kubewarden, cgo)

@@ -15,10 +15,12 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
+	"github.com/yunikorn-userinfo/userinfo/host/registration"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
 	"github.com/yunikorn-userinfo/userinfo/host/webhook"
 )
@@ -63,6 +65,8 @@ type serveFlags struct {
 	shutdownDelay   time.Duration
 	shutdownTimeout time.Duration
 	pprof           bool
+	watchReg        []string
+	regInterval     time.Duration
 }
 
 func newServeCommand(a *app) *cobra.Command {
@@ -164,6 +168,10 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.BoolVar(&f.pprof, "pprof", false, "serve /debug/pprof/ on the metrics address")
 	fs.BoolVar(&f.monitor, "monitor", false, "monitor mode: admit what the policy refuses (unchanged, with a warning, a log line and "+
 		"yunikorn_userinfo_monitor_would_refuse_total), to watch before enforcing")
+	fs.StringSliceVar(&f.watchReg, "watch-registration", nil, "webhook configurations this webhook answers for, as mutating/NAME or validating/NAME: "+
+		"read every --registration-interval (get, by name) to export the failurePolicy of each of their webhooks as "+
+		"yunikorn_userinfo_registration_failure_policy (needs an API server, as --kubeconfig)")
+	fs.DurationVar(&f.regInterval, "registration-interval", registration.DefaultInterval, "how often --watch-registration reads the webhook configurations")
 	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
 	cmd.MarkFlagsMutuallyExclusive("self-signed", "cert-file")
 	cmd.MarkFlagsMutuallyExclusive("self-signed", "key-file")
@@ -231,6 +239,9 @@ func (f *serveFlags) check() error {
 	if f.settingsReload <= 0 || f.certReload <= 0 {
 		return errors.New("invalid reload interval: --settings-reload-interval and --cert-reload-interval must be positive")
 	}
+	if f.regInterval <= 0 {
+		return fmt.Errorf("invalid --registration-interval %s: must be positive", f.regInterval)
+	}
 	if f.shutdownDelay < 0 || f.shutdownTimeout <= 0 {
 		return errors.New("invalid shutdown timing: --shutdown-delay must not be negative and --shutdown-timeout must be positive")
 	}
@@ -283,6 +294,15 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	if err != nil {
 		return err
 	}
+	collectors := append(capMetrics.Collectors(), policyLines)
+	if len(f.watchReg) > 0 {
+		w, err := registrationWatcher(logger, kubeconfig, f)
+		if err != nil {
+			return err
+		}
+		collectors = append(collectors, w.Collectors()...)
+		go w.Run(ctx)
+	}
 	logger.InfoContext(ctx, "starting", "module", name, "settings", settingsSource(f), "monitor", f.monitor)
 	return webhook.Run(ctx, webhook.RunOptions{
 		Module:     module,
@@ -322,13 +342,35 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			ReadHeaderTimeout:    f.headerTimeout,
 			IdleTimeout:          f.idleTimeout,
 		},
-		Collectors:  append(capMetrics.Collectors(), policyLines),
+		Collectors:  collectors,
 		Pprof:       f.pprof,
 		BeforeReady: warm,
 		Version:     buildVersion(),
 		Logger:      logger,
 		OnListen:    a.onListen,
 	})
+}
+
+// registrationWatcher reads the webhook configurations of
+// --watch-registration from the API server of --kubeconfig (or the
+// in-cluster one).
+func registrationWatcher(logger *slog.Logger, kubeconfig string, f *serveFlags) (*registration.Watcher, error) {
+	refs, err := registration.ParseRefs("--watch-registration", f.watchReg)
+	if err != nil {
+		return nil, err
+	}
+	if kubeconfig == "" {
+		return nil, errors.New("--watch-registration needs an API server (--kubeconfig, or serve in a Pod with a service account token)")
+	}
+	cfg, err := kubeConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--watch-registration: API client: %w", err)
+	}
+	return registration.New(client, refs, f.regInterval, logger.With("component", "registration"), "yunikorn_userinfo_"), nil
 }
 
 func settingsSource(f *serveFlags) string {

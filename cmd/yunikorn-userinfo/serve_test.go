@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tetratelabs/wazero"
+	"sigs.k8s.io/yaml"
 
 	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
@@ -774,4 +776,118 @@ func TestServe_skippedQueueCheckIsLoggedAndCounted(t *testing.T) {
 	assert.Contains(t, string(body), "queue check skipped: ")
 	assert.Contains(t, scrape(t, s.metrics), `yunikorn_userinfo_policy_log_lines_total{level="warn"} 1`)
 	assert.Contains(t, s.stderr.String(), `"msg":"queue check skipped"`)
+}
+
+// shippedServe reads the container args and the settings of the shipped
+// standalone manifests (deploy/webhook, which the chart renders with its
+// defaults), with the paths and addresses replaced by this test's.
+func shippedServe(t *testing.T, tlsf *tlsFiles) []string {
+	t.Helper()
+	var dep struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct{ Args []string } `json:"containers"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	raw, err := os.ReadFile("../../deploy/webhook/deployment.yaml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(raw, &dep))
+	require.Len(t, dep.Spec.Template.Spec.Containers, 1)
+	var cm struct{ Data map[string]string }
+	raw, err = os.ReadFile("../../deploy/webhook/configmap.yaml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(raw, &cm))
+	settingsFile := filepath.Join(t.TempDir(), "settings.yaml")
+	require.NoError(t, os.WriteFile(settingsFile, []byte(cm.Data["settings.yaml"]), 0o600))
+
+	var args []string
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		name, _, _ := strings.Cut(a, "=")
+		switch name {
+		case "serve", "--listen", "--metrics-listen":
+		case "--cert-file":
+			args = append(args, name+"="+tlsf.certFile)
+		case "--key-file":
+			args = append(args, name+"="+tlsf.keyFile)
+		case "--settings-path":
+			args = append(args, name+"="+settingsFile)
+		default:
+			args = append(args, a)
+		}
+	}
+	require.Contains(t, args, `--validate-overlay={"validateOnly":true}`, "the twin is part of the defaults")
+	return args
+}
+
+// TestServe_defaultsStartWithoutWarnings: serve as the shipped manifests
+// (and the chart's defaults) run it logs no warning from start to ready, so
+// that a warning at start is news; settings the policy remarks on are
+// still warned about, once, not once per webhook.
+func TestServe_defaultsStartWithoutWarnings(t *testing.T) {
+	t.Parallel()
+	tlsf := newTLSFiles(t)
+	cache := compilationCache(t)
+	s := startServe(t, cache, true, shippedServe(t, tlsf)...)
+	log := s.stderr.String()
+	assert.Contains(t, log, `"msg":"webhook ready"`)
+	assert.NotContains(t, log, `"level":"WARN"`)
+	assert.NotContains(t, log, `"level":"ERROR"`)
+
+	unanchored := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+		"--settings-json", `{"systemUsers":["^system:serviceaccount:kube-system:"]}`, `--validate-overlay={"validateOnly":true}`)
+	log = unanchored.stderr.String()
+	assert.Equal(t, 1, strings.Count(log, `"level":"WARN"`), "one remark: %s", log)
+	assert.Contains(t, log, `is not anchored with ^ and $`)
+}
+
+// TestServe_watchRegistration: with --watch-registration, serve reads its
+// webhook configurations from the API server and exports their
+// failurePolicy; a registration left at Ignore shows as such.
+func TestServe_watchRegistration(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	mutatingPolicy := "Ignore"
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/ui":
+			fmt.Fprintf(w, `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConfiguration","metadata":{"name":"ui"},`+
+				`"webhooks":[{"name":"user-info.example","failurePolicy":%q}]}`, mutatingPolicy)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	t.Cleanup(api.Close)
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+api.URL+`"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600))
+	tlsf := newTLSFiles(t)
+	s := startServe(t, nil, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--kubeconfig", kubeconfig,
+		"--watch-registration", "mutating/ui,validating/ui", "--registration-interval", "50ms")
+	ignore := `yunikorn_userinfo_registration_failure_policy{configuration="ui",kind="mutating",policy="Ignore",webhook="user-info.example"} 1`
+	require.Eventually(t, func() bool { return strings.Contains(scrape(t, s.metrics), ignore) }, 10*time.Second, 20*time.Millisecond)
+	mu.Lock()
+	mutatingPolicy = "Fail"
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		m := scrape(t, s.metrics)
+		return strings.Contains(m, `policy="Fail",webhook="user-info.example"} 1`) && !strings.Contains(m, ignore)
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.NotContains(t, scrape(t, s.metrics), `kind="validating"`, "no such configuration: no series")
+	assert.Regexp(t, `yunikorn_userinfo_registration_reads_total\{outcome="not_found"\} [1-9]`, scrape(t, s.metrics))
+
+	r := startServe(t, nil, false, "--self-signed", "--self-signed-dir", t.TempDir(), "--watch-registration", "mutating/ui")
+	assert.Equal(t, 1, r.wait(t))
+	assert.Contains(t, r.stderr.String(), "--watch-registration needs an API server")
 }

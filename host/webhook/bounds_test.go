@@ -233,6 +233,6 @@ func TestMetrics_labelsAreBounded(t *testing.T) {
 	send("Deployment", "UPDATE")
 
 	assert.Equal(t, 3, testutil.CollectAndCount(metrics.admissions), "other/other, Pod/CREATE, Deployment/UPDATE")
-	assert.Equal(t, 50.0, testutil.ToFloat64(metrics.admissions.WithLabelValues("other", "other", OutcomeAllowed)))
-	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.admissions.WithLabelValues("Pod", "CREATE", OutcomeAllowed)))
+	assert.Equal(t, 50.0, testutil.ToFloat64(metrics.admissions.WithLabelValues("other", "other", OutcomeAllowed, stageMutate)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.admissions.WithLabelValues("Pod", "CREATE", OutcomeAllowed, stageMutate)))
 }

@@ -83,8 +83,8 @@ var _ Policy = (*engine.Engine)(nil)
 
 // Options configure a Handler.
 type Options struct {
-	// Logger receives one line per admission (Info for evaluated requests,
-	// Warn for failures). Default: discard.
+	// Logger receives one line per admission (Info for admitted requests,
+	// Warn for refusals and failures). Default: discard.
 	Logger *slog.Logger
 	// Metrics, if set, records every request. Default: none.
 	Metrics *Metrics
@@ -317,7 +317,7 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 			h.metrics.error(CauseInternal)
 			err := fmt.Errorf("internal error: %v", p)
 			if read != nil {
-				h.metrics.observe(read.Kind.Kind, read.Operation, OutcomeError, time.Since(start).Seconds())
+				h.metrics.observe(stage, read.Kind.Kind, read.Operation, OutcomeError, time.Since(start).Seconds())
 				h.writeReview(w, http.StatusOK, admission.Errored(read.UID, admission.CodeEvaluationFailed, err))
 				return
 			}
@@ -374,7 +374,7 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 	t := h.target.Load()
 	if t == nil {
 		h.metrics.error(CauseNotReady)
-		h.metrics.observe(req.Kind.Kind, req.Operation, OutcomeError, time.Since(start).Seconds())
+		h.metrics.observe(stage, req.Kind.Kind, req.Operation, OutcomeError, time.Since(start).Seconds())
 		h.writeReview(w, http.StatusOK, admission.Errored(req.UID, http.StatusServiceUnavailable,
 			errors.New("the webhook is starting: the policy is not loaded yet")))
 		return
@@ -386,7 +386,7 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 	if err != nil {
 		h.metrics.error(cause)
 	}
-	h.metrics.observe(req.Kind.Kind, req.Operation, outcome, elapsed.Seconds())
+	h.metrics.observe(stage, req.Kind.Kind, req.Operation, outcome, elapsed.Seconds())
 	if outcome == OutcomeDenied {
 		h.metrics.denied(stage)
 	}
@@ -431,7 +431,7 @@ const (
 // refuse answers a request that was not evaluated.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, start time.Time, rej *rejection) {
 	h.metrics.error(rej.cause)
-	h.metrics.observe("", "", OutcomeInvalid, time.Since(start).Seconds())
+	h.metrics.observe("", "", "", OutcomeInvalid, time.Since(start).Seconds())
 	h.log.WarnContext(r.Context(), "admission request refused", "remote", r.RemoteAddr,
 		"status", rej.status, "cause", rej.cause, "error", rej.err)
 	if rej.status == http.StatusServiceUnavailable || rej.status == http.StatusTooManyRequests {
@@ -597,8 +597,11 @@ func outcomeOf(resp *admission.Response, err error) string {
 // uid, user or object.
 func (h *Handler) logAdmission(ctx context.Context, req *admission.Request, resp *admission.Response,
 	stage, outcome string, elapsed time.Duration, err error) {
+	// Failures and refusals are warnings, so that --log-level warn keeps
+	// every request the webhook did not admit (in monitor mode a refusal is
+	// admitted: its warning is the "would be refused" line).
 	level := slog.LevelInfo
-	if err != nil {
+	if err != nil || (outcome == OutcomeDenied && !h.opts.Monitor) {
 		level = slog.LevelWarn
 	}
 	if !h.log.Enabled(ctx, level) {

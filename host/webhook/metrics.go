@@ -166,8 +166,9 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 	m := &Metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "admissions_total",
-			Help: "Admission requests evaluated, by kind, operation and outcome (allowed, mutated, denied, error).",
-		}, []string{"kind", "operation", "outcome"}),
+			Help: "Admission requests evaluated, by kind, operation, outcome (allowed, mutated, denied, error) and stage " +
+				"(mutate: /mutate, the mutating webhook; validate: /validate, its validating twin, which sees the same object again).",
+		}, []string{"kind", "operation", "outcome", "stage"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: metricPrefix + "admission_duration_seconds",
 			Help: "Time from receiving an admission request to having its answer, by outcome.",
@@ -289,12 +290,15 @@ func label(known map[string]bool, v string) string {
 	return labelOther
 }
 
-func (m *Metrics) observe(kind, operation, outcome string, seconds float64) {
+// observe records an answered request. stage is stageMutate or
+// stageValidate (the path it came in on, a fixed set); it is not used for
+// OutcomeInvalid, which admissions_total does not count.
+func (m *Metrics) observe(stage, kind, operation, outcome string, seconds float64) {
 	if m == nil {
 		return
 	}
 	if outcome != OutcomeInvalid {
-		m.admissions.WithLabelValues(label(kindLabels, kind), label(operationLabels, operation), outcome).Inc()
+		m.admissions.WithLabelValues(label(kindLabels, kind), label(operationLabels, operation), outcome, stage).Inc()
 	}
 	m.duration.WithLabelValues(outcome).Observe(seconds)
 }

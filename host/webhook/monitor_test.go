@@ -110,8 +110,10 @@ func TestHandler_monitor(t *testing.T) {
 		assert.Equal(t, c.want, testutil.ToFloat64(metrics.wouldRefuse.WithLabelValues(c.stage, c.rule)), "%s %s", c.stage, c.rule)
 	}
 	assert.Equal(t, 6, testutil.CollectAndCount(metrics.wouldRefuse), "accepted requests are not counted; labels stay bounded")
-	assert.Equal(t, 5.0, testutil.ToFloat64(metrics.admissions.WithLabelValues("Pod", "CREATE", OutcomeDenied)),
+	assert.Equal(t, 4.0, testutil.ToFloat64(metrics.admissions.WithLabelValues("Pod", "CREATE", OutcomeDenied, stageMutate)),
 		"admissions_total keeps the policy's verdict")
+	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.admissions.WithLabelValues("Pod", "CREATE", OutcomeDenied, stageValidate)),
+		"the twin's refusal, under its own stage")
 
 	lines := logLines(t, logs.String(), "monitor mode: would be refused")
 	require.Len(t, lines, 6)

@@ -319,14 +319,22 @@ func startPolicy(ctx context.Context, log *slog.Logger, opts *RunOptions) (*engi
 	}
 	log.DebugContext(ctx, "policy loaded", "module", opts.ModuleName, "bytes", len(opts.Module),
 		"duration_ms", time.Since(start).Milliseconds(), "metered", e.Metered())
-	if err := CheckSettings(ctx, log, e, opts.Settings); err != nil {
+	remark, err := checkSettings(ctx, e, opts.Settings)
+	if err != nil {
 		_ = e.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
+	logRemark(ctx, log, remark)
 	if opts.ValidateOverlay != nil {
 		twin, err := settings.Overlay(opts.Settings, opts.ValidateOverlay)
+		var twinRemark string
 		if err == nil {
-			err = CheckSettings(ctx, log, e, twin)
+			twinRemark, err = checkSettings(ctx, e, twin)
+		}
+		// The twin's settings are the same plus the overlay: the same
+		// remark is logged once, not once per webhook.
+		if err == nil && twinRemark != remark {
+			logRemark(ctx, log, twinRemark)
 		}
 		if err != nil {
 			_ = e.Close(context.WithoutCancel(ctx))
@@ -340,17 +348,32 @@ func startPolicy(ctx context.Context, log *slog.Logger, opts *RunOptions) (*engi
 // refuses are a *settings.InvalidError with the policy's message, the
 // error kwctl gives; a message on valid settings (a warning) is logged.
 func CheckSettings(ctx context.Context, log *slog.Logger, e *engine.Engine, raw json.RawMessage) error {
+	remark, err := checkSettings(ctx, e, raw)
+	if err != nil {
+		return err
+	}
+	logRemark(ctx, log, remark)
+	return nil
+}
+
+// checkSettings is CheckSettings returning the remark instead of logging it.
+func checkSettings(ctx context.Context, e *engine.Engine, raw json.RawMessage) (remark string, err error) {
 	sv, err := e.ValidateSettings(ctx, raw)
 	if err != nil {
-		return fmt.Errorf("validate settings: %w", err)
+		return "", fmt.Errorf("validate settings: %w", err)
 	}
 	if !sv.Valid {
-		return &settings.InvalidError{Message: sv.Message}
+		return "", &settings.InvalidError{Message: sv.Message}
 	}
-	if sv.Message != "" {
-		log.WarnContext(ctx, "the policy accepted the settings with a remark", "message", sv.Message)
+	return sv.Message, nil
+}
+
+// logRemark logs the policy's message on settings it accepted, if any: a
+// warning, since the policy only remarks on what is probably a mistake.
+func logRemark(ctx context.Context, log *slog.Logger, remark string) {
+	if remark != "" {
+		log.WarnContext(ctx, "the policy accepted the settings with a remark", "message", remark)
 	}
-	return nil
 }
 
 // metricsMux serves /metrics, and /debug/pprof/ when asked.

@@ -73,7 +73,7 @@ func TestRun(t *testing.T) {
 	_ = mresp.Body.Close()
 	require.NoError(t, err)
 	assert.Contains(t, string(page), `yunikorn_userinfo_build_info{version="test"} 1`)
-	assert.Contains(t, string(page), `yunikorn_userinfo_admissions_total{kind="Pod",operation="CREATE",outcome="allowed"} 1`)
+	assert.Contains(t, string(page), `yunikorn_userinfo_admissions_total{kind="Pod",operation="CREATE",outcome="allowed",stage="mutate"} 1`)
 	assert.Contains(t, string(page), `yunikorn_userinfo_instances_max 1`)
 
 	cancel()

@@ -66,6 +66,7 @@ var kinds = map[schema.GroupVersionKind]kind{
 	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                                     {new: func() any { return &rbacv1.ClusterRole{} }},
 	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):                              {new: func() any { return &rbacv1.ClusterRoleBinding{} }},
 	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}:               {new: func() any { return &serviceMonitor{} }, namespaced: true},
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}:               {new: func() any { return &prometheusRule{} }, namespaced: true},
 	{Group: "kustomize.config.k8s.io", Version: "v1beta1", Kind: "Kustomization"}:         {new: func() any { return &kustomize.Kustomization{} }},
 }
 

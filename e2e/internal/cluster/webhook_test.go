@@ -26,7 +26,7 @@ func TestAdaptSettings(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(out, &got))
 	assert.Equal(t, []any{"^livy$"}, got["externalUsers"], "replaced")
 	assert.Equal(t, false, got["bypassAuth"], "kept as shipped")
-	assert.Equal(t, []any{"^system:serviceaccount:kube-system:", "^system:kube-controller-manager$"}, got["systemUsers"], "kept as shipped")
+	assert.Equal(t, []any{"^system:serviceaccount:kube-system:[^:]+$", "^system:kube-controller-manager$"}, got["systemUsers"], "kept as shipped")
 }
 
 func TestAdaptSettings_errors(t *testing.T) {
