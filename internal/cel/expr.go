@@ -26,9 +26,8 @@ const (
 // expression (1,000,000), so the identity is refused, never recorded
 // differently. TestCost measures the worst case against the budget.
 const (
-	MaxUserLength  = 4096 // characters of the username
-	MaxGroups      = 1024 // recorded groups
-	MaxGroupLength = 512  // characters of one group
+	MaxIdentityChars = 24576 // characters of the username and the recorded groups together
+	MaxGroups        = 1024  // recorded groups
 )
 
 // Quote writes s as a CEL string literal: double-quoted, with \\ and \"
@@ -55,10 +54,8 @@ func Quote(s string) string {
 	return b.String()
 }
 
-// jsonEscapes are the replacements that turn a valid UTF-8 string into the
-// body of the JSON string encoding/json writes for it (HTML escaping on,
-// its default): the backslash first, so that no later replacement's
-// backslash is doubled.
+// jsonEscapes are the characters encoding/json escapes in a valid UTF-8
+// string (HTML escaping on, its default), with their escapes.
 var jsonEscapes = func() [][2]string {
 	out := [][2]string{{`\`, `\\`}, {`"`, `\"`}, {"\b", `\b`}, {"\f", `\f`}, {"\n", `\n`}, {"\r", `\r`}, {"\t", `\t`}}
 	for c := 0; c < 0x20; c++ {
@@ -77,14 +74,22 @@ const needsEscape = `[\x00-\x1f"\\<>&\x{2028}\x{2029}]`
 
 // escapeJSON is the CEL expression of the JSON string body of x (a CEL
 // expression of type string): unchanged when nothing needs escaping, so
-// the common case costs one scan.
+// the common case costs one scan; otherwise split into characters, each
+// looked up in variables.escapes, and joined. The cost is linear in the
+// length (a chain of replace calls would cost the length times the number
+// of escapes).
 func escapeJSON(x string) string {
-	var b strings.Builder
-	b.WriteString(x)
-	for _, e := range jsonEscapes {
-		b.WriteString(".replace(" + Quote(e[0]) + ", " + Quote(e[1]) + ")")
+	return "(" + x + ".matches(" + Quote(needsEscape) + ") ? " + x +
+		".split('').map(c, c in variables.escapes ? variables.escapes[c] : c).join('') : " + x + ")"
+}
+
+// escapesMap is the CEL map literal of jsonEscapes.
+func escapesMap() string {
+	parts := make([]string, len(jsonEscapes))
+	for i, e := range jsonEscapes {
+		parts[i] = Quote(e[0]) + ": " + Quote(e[1])
 	}
-	return "(" + x + ".matches(" + Quote(needsEscape) + ") ? " + b.String() + " : " + x + ")"
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // jsonStringRE matches the body of a JSON string exactly as encoding/json
@@ -164,10 +169,11 @@ func identityVariables(s *Settings) []variable {
 	return []variable{
 		{"user", "has(request.userInfo.username) ? request.userInfo.username : ''"},
 		{"groups", "has(request.userInfo.groups) ? request.userInfo.groups : []"},
+		{"escapes", escapesMap()},
 		{"kept", kept},
 		{"invalidUTF8", invalidUTF8("variables.user") + " || variables.kept.exists(g, " + invalidUTF8("g") + ")"},
-		{"tooLarge", fmt.Sprintf("size(variables.user) > %d || size(variables.kept) > %d || variables.kept.exists(g, size(g) > %d)",
-			MaxUserLength, MaxGroups, MaxGroupLength)},
+		{"tooLarge", fmt.Sprintf("size(variables.kept) > %d || size(variables.user) + variables.kept.map(g, size(g)).sum() > %d",
+			MaxGroups, MaxIdentityChars)},
 		{"encodable", "!variables.invalidUTF8 && !variables.tooLarge"},
 		{"own", "!variables.encodable ? '' : '{' + " +
 			"(variables.user != '' ? '\"user\":\"' + " + escapeJSON("variables.user") + " + '\"' : '') + " +
@@ -176,7 +182,7 @@ func identityVariables(s *Settings) []variable {
 		{"allowed", trusted + " || variables.groups.exists(g, " + anyMatch("g", s.ExternalGroups) + ")"},
 		{"cannotRecord", Quote(msgCannotRecord) + " + (variables.invalidUTF8 ? " +
 			Quote("the username or a recorded group is not valid UTF-8 (encoding/json would write U+FFFD in its place)") + " : " +
-			Quote(fmt.Sprintf("it is larger than the policy encodes within the API server's CEL cost budget (a username of at most %d characters, at most %d recorded groups of at most %d characters each): use the webhook for such identities", MaxUserLength, MaxGroups, MaxGroupLength)) + ")"},
+			Quote(fmt.Sprintf("it is larger than the policy encodes within the API server's CEL cost limits (at most %d recorded groups, and at most %d characters in the username and the recorded groups together): such identities need the webhook", MaxGroups, MaxIdentityChars)) + ")"},
 		{"notAllowed", "'user ' + variables.user + ' with groups [' + variables.groups.join(',') + '] is not allowed to set user annotation'"},
 	}
 }
