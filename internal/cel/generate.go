@@ -116,7 +116,10 @@ type (
 		Expression string `json:"expression"`
 	}
 	validation struct {
-		Expression        string `json:"expression"`
+		Expression string `json:"expression"`
+		// Message is what the API server shows when MessageExpression
+		// fails or yields a line break (a name may hold one).
+		Message           string `json:"message"`
 		MessageExpression string `json:"messageExpression,omitempty"`
 		Reason            string `json:"reason"`
 	}
@@ -268,6 +271,7 @@ func validatingSpec(s *Settings, t target) vapSpec {
 			MatchConstraints: matchResources{ResourceRules: t.rules},
 			Validations: []validation{{
 				Expression:        "!" + t.annotation("object") + ".hasValue()",
+				Message:           msgChangeNotAllowed,
 				MessageExpression: Quote(msgChangeNotAllowed),
 				Reason:            "Forbidden",
 			}},
@@ -285,6 +289,7 @@ func validatingSpec(s *Settings, t target) vapSpec {
 				// CREATE without the annotation: recorded by the mutating
 				// policy unless exempt.
 				Expression:        "request.operation != 'CREATE' || variables.ann.hasValue() || variables.exempt",
+				Message:           msgMissing,
 				MessageExpression: "variables.encodable ? " + Quote(msgMissing) + " : variables.cannotRecord",
 				Reason:            "Forbidden",
 			},
@@ -293,6 +298,7 @@ func validatingSpec(s *Settings, t target) vapSpec {
 				// one: only the submitter's own identity.
 				Expression: "request.operation != 'CREATE' || !variables.ann.hasValue() || " + bypass +
 					" || variables.allowed || (variables.encodable && variables.ann.value() == variables.own)",
+				Message:           "the submitter is not allowed to set user annotation",
 				MessageExpression: "variables.encodable ? variables.notAllowed : variables.cannotRecord",
 				Reason:            "Forbidden",
 			},
@@ -302,6 +308,7 @@ func validatingSpec(s *Settings, t target) vapSpec {
 				Expression: "request.operation != 'CREATE' || !variables.ann.hasValue() || " + bypass +
 					" || !variables.allowed || (variables.encodable && variables.ann.value() == variables.own) || " +
 					"(variables.ann.value().matches(" + Quote(canonicalValue) + ") && !" + invalidUTF8("variables.ann.value()") + ")",
+				Message:           msgNotCanonical,
 				MessageExpression: Quote(msgNotCanonical),
 				Reason:            "Invalid",
 			},
@@ -310,9 +317,80 @@ func validatingSpec(s *Settings, t target) vapSpec {
 				// was restored by the mutating policy.
 				Expression: "request.operation != 'UPDATE' || (" + old + ".hasValue() ? " +
 					"(variables.ann.hasValue() && variables.ann.value() == " + old + ".value()) : !variables.ann.hasValue())",
+				Message:           msgChangeNotAllowed,
 				MessageExpression: old + ".hasValue() && !variables.ann.hasValue() ? " + Quote(msgRemoved) + " : " + Quote(msgChangeNotAllowed),
 				Reason:            "Forbidden",
 			},
 		},
 	}
+}
+
+// StaticSuffix ends the name of every object an API server loads from its
+// static manifests (k8s.io/apiserver admission/plugin/manifest): no
+// object created through the API may carry it, so nobody can shadow,
+// edit or delete them.
+const StaticSuffix = ".static.k8s.io"
+
+// StaticFiles is the staticManifestsDir form (ManifestBasedAdmissionControlConfig,
+// beta and on by default from Kubernetes 1.37, alpha in 1.36): the
+// mutating and the validating objects each in a directory of their own,
+// with their names suffixed, and the AdmissionConfiguration that points
+// the two admission plugins at dir. Only admissionregistration.k8s.io/v1
+// objects load from manifests, so 1.36 is the least version.
+func StaticFiles(s *Settings, o Options, dir string) (map[string][]byte, error) {
+	v, err := MAPVersion(o.KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	if v != "admissionregistration.k8s.io/v1" {
+		return nil, fmt.Errorf("--kube-version %q: static manifests load only admissionregistration.k8s.io/v1 objects: Kubernetes 1.36 or later", o.KubeVersion)
+	}
+	objs, err := Objects(s, o)
+	if err != nil {
+		return nil, err
+	}
+	// No comment before the first document: the API server's manifest
+	// loader reads a comment-only document as an object without a kind.
+	docs := map[string]*bytes.Buffer{"mutating": {}, "validating": {}}
+	for _, obj := range objs {
+		x := obj.(object)
+		x.Metadata.Name += StaticSuffix
+		if b, ok := x.Spec.(bindingSpec); ok {
+			b.PolicyName += StaticSuffix
+			x.Spec = b
+		}
+		which := "validating"
+		if strings.HasPrefix(x.Kind, "Mutating") {
+			which = "mutating"
+		}
+		y, err := yaml.Marshal(x)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", x.Kind, err)
+		}
+		docs[which].WriteString("---\n")
+		docs[which].Write(y)
+	}
+	files := map[string][]byte{
+		"validating/yunikorn-userinfo.yaml": docs["validating"].Bytes(),
+		"admission-configuration.yaml": []byte(`# Pass to kube-apiserver with --admission-control-config-file.
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionPolicy
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: ValidatingAdmissionPolicyConfiguration
+    staticManifestsDir: ` + dir + `/validating
+`),
+	}
+	if !s.ValidateOnly {
+		files["mutating/yunikorn-userinfo.yaml"] = docs["mutating"].Bytes()
+		files["admission-configuration.yaml"] = append(files["admission-configuration.yaml"], []byte(`- name: MutatingAdmissionPolicy
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: MutatingAdmissionPolicyConfiguration
+    staticManifestsDir: `+dir+`/mutating
+`)...)
+	}
+	return files, nil
 }

@@ -112,9 +112,11 @@ type policySet struct {
 	mutating   []*mutatingPolicy
 	validating []struct {
 		policy *admv1.ValidatingAdmissionPolicy
-		v      validating.Validator
+		v      validatingValidator
 	}
 }
+
+type validatingValidator = validating.Validator
 
 func compileSet(t testing.TB, settings []byte) (*policySet, error) {
 	t.Helper()
