@@ -383,3 +383,5 @@ func (ps *policySet) costs(ctx context.Context, t testing.TB, r request) (mutati
 	}
 	return mutating, validatingCost
 }
+
+func deepCopy(o map[string]any) map[string]any { return runtime.DeepCopyJSON(o) }
