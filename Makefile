@@ -221,6 +221,12 @@ test-kubewarden: policy ## The fixture table on wasmtime as Kubewarden's policy-
 	  POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
 
 .PHONY: test-yunikorn
+.PHONY: test-cel
+test-cel: policy ## The in-apiserver mode (yunikorn-userinfo cel) run in k8s.io/apiserver v0.37.1's own CEL admission code: identity corpus byte for byte against encoding/json and the module, cost at the bounds, every fixture it expresses against the module, the static manifests through the API server's loader (nested module test/cel)
+	cd test/cel && $(GO) vet ./... && \
+	  { $(GO) mod tidy -diff || { echo "test/cel/go.mod is not tidy"; exit 1; }; } && \
+	  POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
+
 test-yunikorn: ## policy/queues against yunikorn-core v1.9.0 itself on a generated corpus of queue configurations and applications, and queues.Validate against core's validate-conf (nested module test/yunikorn)
 	cd test/yunikorn && export GONOSUMDB=github.com/apache/yunikorn-core,github.com/apache/yunikorn-scheduler-interface && \
 	  $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && \

@@ -1,0 +1,259 @@
+package cel
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Settings are the policy settings that the in-apiserver mode expresses:
+// the identity rules without context (docs/BEHAVIOUR.md §3, §4.1-§4.3,
+// §4.9). They are read from a settings object that the policy module's
+// validate_settings has already accepted, so types are not checked twice.
+type Settings struct {
+	BypassAuth       bool
+	TrustControllers bool
+	SystemUsers      []string
+	ExternalUsers    []string
+	ExternalGroups   []string
+	SchedulerUsers   []string
+	UserLabelKey     string
+	ValidateOnly     bool
+	// RecordedGroups shapes the groups the annotation records; nil: all.
+	RecordedGroups *GroupShaping
+}
+
+// GroupShaping is settings.recordedGroups.
+type GroupShaping struct {
+	Omit             bool
+	Include, Exclude []string
+}
+
+// The policy's defaults (policy/settings.go, policy/placeholder.go).
+var (
+	defaultSystemUsers    = []string{"^system:serviceaccount:kube-system:", "^system:kube-controller-manager$"}
+	defaultSchedulerUsers = []string{"^system:serviceaccount:yunikorn:yunikorn-admin$"}
+)
+
+const defaultUserLabelKey = "yunikorn.apache.org/username"
+
+// contextKeys are the settings whose rules read objects from the cluster
+// (or review RBAC, or edit what the scheduler reads): CEL in the API server
+// cannot, so they need the webhook.
+var contextKeys = map[string]string{
+	"trustRBAC":            "asks SubjectAccessReviews",
+	"queueCheck":           "reads YuniKorn's configuration",
+	"configValidation":     "validates YuniKorn's ConfigMaps as the scheduler would",
+	"workloads":            "guards custom kinds and reads owners for the owner proof",
+	"trustPodTokens":       "reads the Pod a token is bound to",
+	"applicationOwnership": "reads the Pods of YuniKorn applications",
+	"scheduling":           "reads YuniKorn's configuration and namespaces",
+}
+
+// ErrNeedsWebhook lists settings the in-apiserver mode cannot express.
+type ErrNeedsWebhook struct{ Keys []string }
+
+func (e *ErrNeedsWebhook) Error() string {
+	parts := make([]string, len(e.Keys))
+	for i, k := range e.Keys {
+		parts[i] = "settings." + k + " (" + contextKeys[k] + ")"
+	}
+	return "the in-apiserver (CEL) mode cannot express " + strings.Join(parts, ", ") +
+		": these rules need the webhook; use mode hybrid (CEL for the core rules, the webhook for these) or the webhook alone"
+}
+
+// ParseSettings reads the core settings from a settings object the policy
+// accepted, and refuses settings that turn on a rule that needs context.
+func ParseSettings(raw []byte) (*Settings, error) {
+	s := &Settings{
+		TrustControllers: true,
+		SystemUsers:      defaultSystemUsers,
+		SchedulerUsers:   defaultSchedulerUsers,
+		UserLabelKey:     defaultUserLabelKey,
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("read settings: %w", err)
+	}
+	var need []string
+	for k, v := range m {
+		if _, ctx := contextKeys[k]; ctx {
+			if on(k, v) {
+				need = append(need, k)
+			}
+			continue
+		}
+		var err error
+		switch k {
+		case "bypassAuth":
+			err = json.Unmarshal(v, &s.BypassAuth)
+		case "trustControllers":
+			err = json.Unmarshal(v, &s.TrustControllers)
+		case "validateOnly":
+			err = json.Unmarshal(v, &s.ValidateOnly)
+		case "userLabelKey":
+			err = json.Unmarshal(v, &s.UserLabelKey)
+		case "systemUsers":
+			s.SystemUsers, err = parseList(k, v)
+		case "externalUsers":
+			s.ExternalUsers, err = parseList(k, v)
+		case "externalGroups":
+			s.ExternalGroups, err = parseList(k, v)
+		case "schedulerUsers":
+			s.SchedulerUsers, err = parseList(k, v)
+		case "recordedGroups":
+			s.RecordedGroups, err = parseShaping(v)
+		default:
+			err = fmt.Errorf("unknown key %q", k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("settings.%s: %w", k, err)
+		}
+	}
+	if len(need) > 0 {
+		sort.Strings(need)
+		return nil, &ErrNeedsWebhook{Keys: need}
+	}
+	for _, list := range [][]string{s.SystemUsers, s.ExternalUsers, s.ExternalGroups, s.SchedulerUsers} {
+		for _, p := range list {
+			// The policy compiled them with Go's regexp, which CEL's
+			// matches() is: this only guards against a module that
+			// accepted what Go cannot compile.
+			if _, err := regexp.Compile(p); err != nil {
+				return nil, fmt.Errorf("settings: pattern %q: %w", p, err)
+			}
+		}
+	}
+	return s, nil
+}
+
+// on reports whether a context setting's value turns its rule on: the
+// policy's "off" spellings are absent, null, false, "off", an empty list
+// and an object whose mode is "off".
+func on(key string, v json.RawMessage) bool {
+	var x any
+	if json.Unmarshal(v, &x) != nil {
+		return true
+	}
+	switch t := x.(type) {
+	case nil:
+		return false
+	case bool:
+		return t
+	case string:
+		return t != "off"
+	case []any:
+		return len(t) > 0
+	case map[string]any:
+		if key == "trustRBAC" || key == "scheduling" {
+			return true
+		}
+		mode, ok := t["mode"].(string)
+		// An object without a mode takes the rule's default, which is on.
+		return !ok || mode != "off"
+	}
+	return true
+}
+
+// parseList reads a list of regular expressions as the policy does: an
+// array of strings kept as written, or one comma-separated string split
+// where the policy splits it (between patterns, not inside brackets) and
+// trimmed; the string "" (or only blanks) is the empty list.
+func parseList(key string, v json.RawMessage) ([]string, error) {
+	var arr []string
+	if err := json.Unmarshal(v, &arr); err == nil {
+		if arr == nil {
+			arr = []string{}
+		}
+		return arr, nil
+	}
+	var list string
+	if err := json.Unmarshal(v, &list); err != nil {
+		return nil, fmt.Errorf("must be an array of strings or one comma-separated string")
+	}
+	out := []string{}
+	if strings.TrimSpace(list) == "" {
+		return out, nil
+	}
+	pieces, ok := splitPatterns(list)
+	if !ok {
+		return nil, fmt.Errorf("cannot split %q into patterns", list)
+	}
+	for _, p := range pieces {
+		out = append(out, strings.TrimSpace(p))
+	}
+	return out, nil
+}
+
+// splitPatterns splits at the commas between patterns exactly as the
+// policy's splitPatterns does (policy/settings.go).
+func splitPatterns(list string) ([]string, bool) {
+	var pieces []string
+	start, paren, brace := 0, 0, 0
+	inClass := false
+	for i := 0; i < len(list); i++ {
+		switch c := list[i]; {
+		case c == '\\':
+			i++
+		case inClass:
+			if c == ']' {
+				inClass = false
+			}
+		case c == '[':
+			inClass = true
+			if i+1 < len(list) && list[i+1] == '^' {
+				i++
+			}
+			if i+1 < len(list) && list[i+1] == ']' {
+				i++
+			}
+		case c == '(':
+			paren++
+		case c == ')':
+			paren--
+		case c == '{':
+			brace++
+		case c == '}':
+			if brace > 0 {
+				brace--
+			}
+		case c == ',' && paren == 0 && brace == 0:
+			pieces = append(pieces, list[start:i])
+			start = i + 1
+		}
+	}
+	if inClass || paren != 0 || brace != 0 {
+		return nil, false
+	}
+	return append(pieces, list[start:]), true
+}
+
+func parseShaping(v json.RawMessage) (*GroupShaping, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, nil
+	}
+	g := &GroupShaping{}
+	for k, f := range m {
+		var err error
+		switch k {
+		case "omit":
+			err = json.Unmarshal(f, &g.Omit)
+		case "include":
+			g.Include, err = parseList("recordedGroups.include", f)
+		case "exclude":
+			g.Exclude, err = parseList("recordedGroups.exclude", f)
+		default:
+			err = fmt.Errorf("unknown key %q", k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return g, nil
+}
