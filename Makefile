@@ -133,6 +133,7 @@ test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 
 	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory test-monitoring
 	$(MAKE) --no-print-directory test-kubewarden
+	$(MAKE) --no-print-directory test-cel
 	$(MAKE) --no-print-directory test-yunikorn
 	$(MAKE) --no-print-directory check-embedded
 	$(MAKE) --no-print-directory fuzz

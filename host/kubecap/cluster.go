@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 )
 
 // ClusterOptions configure NewCluster.
@@ -48,6 +49,9 @@ type ClusterOptions struct {
 	MaxReviews int
 	// Logger. Default: discard.
 	Logger *slog.Logger
+	// Clock times the cached answers and the retries of unserved kinds.
+	// Default: the real clock; tests pass a fake one.
+	Clock clock.PassiveClock
 
 	// For tests: the clients and the mapper to use instead of those made
 	// from Config.
@@ -121,6 +125,9 @@ type reviewAnswer struct {
 // when the policy first asks for it: a module declares every kind its
 // settings may read, and the cluster serves those its settings use.
 func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = 30 * time.Second
 	}
@@ -203,16 +210,16 @@ func (c *Cluster) mapKind(r Resource) (kindInfo, error) {
 	gv, _ := schema.ParseGroupVersion(r.APIVersion) // checked by NewCluster
 	failed, seen := c.unmapped[r]
 	mapping, err := c.mapper.RESTMapping(gv.WithKind(r.Kind).GroupKind(), gv.Version)
-	if err != nil && seen && time.Since(failed) >= failedScopeRetry {
+	if err != nil && seen && c.opts.Clock.Since(failed) >= failedScopeRetry {
 		if reset, ok := c.mapper.(interface{ Reset() }); ok {
 			reset.Reset() // forget the discovery answers, which predate the CRD
 			mapping, err = c.mapper.RESTMapping(gv.WithKind(r.Kind).GroupKind(), gv.Version)
 		}
-		c.unmapped[r] = time.Now()
+		c.unmapped[r] = c.opts.Clock.Now()
 	}
 	if err != nil {
 		if !seen {
-			c.unmapped[r] = time.Now()
+			c.unmapped[r] = c.opts.Clock.Now()
 		}
 		return kindInfo{}, fmt.Errorf("%s is not served by the API server: %w", r, err)
 	}
@@ -461,7 +468,7 @@ func (c *Cluster) List(ctx context.Context, r Resource, namespace string, l labe
 // CanI implements Backend.
 func (c *Cluster) CanI(ctx context.Context, review SubjectAccessReview, fresh bool) (Status, error) {
 	key := review.key()
-	now := time.Now()
+	now := c.opts.Clock.Now()
 	if !fresh {
 		c.mu.Lock()
 		a, ok := c.answered[key]
