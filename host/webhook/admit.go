@@ -21,9 +21,12 @@ import (
 // little and tells nothing, and anyone who can reach the port can open
 // such connections faster than any timeout closes them. Unproven
 // connections have a budget of their own (maxPending): a new one always
-// gets in, and past the budget the oldest unproven connection is closed.
-// An attacker who wants to push out a connection that is handshaking has
-// to open maxPending connections within that one handshake's time.
+// gets in, and past the budget an unproven connection is closed: the
+// oldest of the source address that holds the most of them. A flood from
+// a few addresses only pushes out its own connections; one from many
+// pushes out the oldest first, so a connection that is handshaking goes
+// only if every other address holds as many unproven connections as its
+// own, or if maxPending newer ones arrive within its handshake.
 //
 // A proven connection (one that sent a request, or a trusted one) counts
 // against total. Trusted connections come from a trusted source range
@@ -80,8 +83,9 @@ type admitConn struct {
 	requested  bool
 	h2         bool
 	gone       bool
-	in         *list.List // t.unproven, t.idle[class] or nil (busy)
+	in         *list.List // src.conns, t.idle[class] or nil (busy)
 	elem       *list.Element
+	src        *source // while unproven
 }
 
 // Read watches for the first byte of a request.
@@ -119,8 +123,19 @@ type connTable struct {
 	mu       sync.Mutex
 	byClient map[netip.Addr]int
 	proven   [2]int
-	unproven list.List
 	idle     [2]list.List
+	// The unproven connections, by source address, and the sources by
+	// how many they hold.
+	unproven int
+	sources  map[netip.Addr]*source
+	byCount  map[int]map[*source]struct{}
+	heaviest int
+}
+
+// source holds the unproven connections of one address, oldest first.
+type source struct {
+	ip    netip.Addr
+	conns list.List
 }
 
 // trustedSource reports whether ip is in a trusted source range.
@@ -174,10 +189,12 @@ func (t *connTable) accept(raw net.Conn) (*admitConn, string) {
 		}
 		t.byClient[c.ip]++
 		c.countedPerClient = true
-		if t.maxPending > 0 && t.unproven.Len() >= t.maxPending {
-			t.evict(t.unproven.Front().Value.(*admitConn), &v)
+		if t.maxPending > 0 && t.unproven >= t.maxPending {
+			if src := t.heaviestSource(); src != nil {
+				t.evict(src.conns.Front().Value.(*admitConn), &v)
+			}
 		}
-		t.move(c, &t.unproven)
+		t.pend(c)
 		return ""
 	}()
 	v.close(t.onEvict)
@@ -286,7 +303,7 @@ func (t *connTable) remove(c *admitConn) {
 func (t *connTable) open() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.proven[untrusted] + t.proven[trusted] + t.unproven.Len()
+	return t.proven[untrusted] + t.proven[trusted] + t.unproven
 }
 
 // The methods below run under t.mu.
@@ -347,9 +364,65 @@ func (t *connTable) move(c *admitConn, to *list.List) {
 		c.in.Remove(c.elem)
 		c.in, c.elem = nil, nil
 	}
+	if s := c.src; s != nil {
+		c.src = nil
+		t.unproven--
+		n := s.conns.Len()
+		t.recount(s, n+1, n)
+		if n == 0 {
+			delete(t.sources, s.ip)
+		}
+	}
 	if to != nil {
 		c.in, c.elem = to, to.PushBack(c)
 	}
+}
+
+// pend adds c to the unproven connections of its source.
+func (t *connTable) pend(c *admitConn) {
+	s := t.sources[c.ip]
+	if s == nil {
+		s = &source{ip: c.ip}
+		t.sources[c.ip] = s
+	}
+	t.move(c, &s.conns)
+	c.src = s
+	t.unproven++
+	n := s.conns.Len()
+	t.recount(s, n-1, n)
+}
+
+// recount files s under its new count of unproven connections.
+func (t *connTable) recount(s *source, from, to int) {
+	if from > 0 {
+		b := t.byCount[from]
+		delete(b, s)
+		if len(b) == 0 {
+			delete(t.byCount, from)
+			if t.heaviest == from {
+				// Counts change by one: from-1 holds s, or nobody is left.
+				t.heaviest = from - 1
+			}
+		}
+	}
+	if to > 0 {
+		b := t.byCount[to]
+		if b == nil {
+			b = map[*source]struct{}{}
+			t.byCount[to] = b
+		}
+		b[s] = struct{}{}
+		t.heaviest = max(t.heaviest, to)
+	}
+}
+
+// heaviestSource is a source holding the most unproven connections, nil
+// when there are none.
+func (t *connTable) heaviestSource() *source {
+	for s := range t.byCount[t.heaviest] {
+		return s
+	}
+	return nil
 }
 
 // drop forgets c: out of its list, its counts given back.

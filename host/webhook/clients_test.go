@@ -59,6 +59,14 @@ func busyFrom(src, addr string) (*tls.Conn, error) {
 	return c, nil
 }
 
+// provenConns returns the connections srv counts against MaxConns.
+func provenConns(srv *Server) int {
+	t := srv.admit.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.proven[untrusted] + t.proven[trusted]
+}
+
 // closedByServer reports whether the server closes c within 5 s.
 func closedByServer(c net.Conn) bool {
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -114,6 +122,7 @@ func TestServer_connectionLimits(t *testing.T) {
 		require.NoError(t, err, "connection %d from 127.0.0.3", i)
 		held = append(held, c)
 	}
+	waitFor(t, "the server to read the nine requests", func() bool { return provenConns(srv) == 9 })
 	c, err := busyFrom("127.0.0.4", addr)
 	require.NoError(t, err, "the handshake of a tenth connection")
 	assert.True(t, closedByServer(c), "past MaxConns, all busy, a request from any address is refused")

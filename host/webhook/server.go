@@ -293,7 +293,8 @@ func (s *Server) connTable() *connTable {
 	}
 	return &connTable{perClient: max(0, o.MaxConnsPerClient), total: max(0, o.MaxConns), reserved: reserved,
 		maxPending: max(0, o.MaxPendingConns), trustedSources: o.TrustedSources, trustCerts: o.TrustClientCerts,
-		onRefuse: o.OnConnRefused, onEvict: o.OnConnEvicted, byClient: map[netip.Addr]int{}}
+		onRefuse: o.OnConnRefused, onEvict: o.OnConnEvicted, byClient: map[netip.Addr]int{},
+		sources: map[netip.Addr]*source{}, byCount: map[int]map[*source]struct{}{}}
 }
 
 // handshakeTimeout is the time a client has for its TLS handshake, as
