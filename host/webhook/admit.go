@@ -148,6 +148,14 @@ func (t *connTable) trustedSource(ip netip.Addr) bool {
 	return false
 }
 
+// remoteIP is the address raw came from, without formatting it.
+func remoteIP(raw net.Conn) netip.Addr {
+	if a, ok := raw.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return clientIP(raw.RemoteAddr().String())
+}
+
 // victims are connections evicted under the lock, closed and reported
 // after it.
 type victims struct {
@@ -170,7 +178,7 @@ func (v *victims) close(onEvict func(string)) {
 // accept admits raw, or returns why not (refusedPerClient or
 // refusedTotal).
 func (t *connTable) accept(raw net.Conn) (*admitConn, string) {
-	c := &admitConn{Conn: raw, t: t, ip: clientIP(raw.RemoteAddr().String())}
+	c := &admitConn{Conn: raw, t: t, ip: remoteIP(raw)}
 	var v victims
 	refused := func() string {
 		t.mu.Lock()
@@ -297,6 +305,25 @@ func (t *connTable) remove(c *admitConn) {
 	if !c.gone {
 		t.drop(c)
 	}
+}
+
+// handshaking returns the connections whose handshake has not finished.
+func (t *connTable) handshaking() []*admitConn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*admitConn
+	collect := func(l *list.List) {
+		for e := l.Front(); e != nil; e = e.Next() {
+			if c := e.Value.(*admitConn); !c.handshaken {
+				out = append(out, c)
+			}
+		}
+	}
+	for _, s := range t.sources {
+		collect(&s.conns)
+	}
+	collect(&t.idle[trusted])
+	return out
 }
 
 // open returns the connections counted: proven and unproven.
@@ -484,7 +511,11 @@ func (l *admitListener) Accept() (net.Conn, error) {
 // Close stops accepting; connections still handshaking are closed.
 func (l *admitListener) Close() error {
 	l.cancel()
-	return l.inner.Close()
+	err := l.inner.Close()
+	for _, c := range l.t.handshaking() {
+		c.kill()
+	}
+	return err
 }
 
 func (l *admitListener) Addr() net.Addr { return l.inner.Addr() }
@@ -515,12 +546,15 @@ func (l *admitListener) acceptLoop() {
 	}
 }
 
+// handshake finishes c's TLS handshake within the handshake timeout. It
+// sets a deadline rather than passing a context: a context per handshake
+// derived from the listener's made thousands of goroutines queue on the
+// parent's lock in a flood; Close closes the handshakes in progress
+// instead.
 func (l *admitListener) handshake(c *admitConn) {
-	ctx, cancel := context.WithTimeout(l.ctx, l.handshakeTimeout)
-	defer cancel()
 	_ = c.SetDeadline(time.Now().Add(l.handshakeTimeout))
 	tc := tls.Server(c, l.tlsConfig)
-	if err := tc.HandshakeContext(ctx); err != nil {
+	if err := tc.Handshake(); err != nil {
 		l.log.Debug("TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err)
 		_ = c.Close()
 		return
