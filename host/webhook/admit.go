@@ -471,6 +471,9 @@ func (t *connTable) drop(c *admitConn) {
 	c.gone = true
 }
 
+// acceptLoops is how many goroutines accept on the webhook port.
+const acceptLoops = 4
+
 // admitListener accepts TCP connections, admits them through its table,
 // completes their TLS handshakes itself (each in its own goroutine, with
 // a deadline) and hands http.Server finished *tls.Conn, so that what a
@@ -497,7 +500,14 @@ func newAdmitListener(inner net.Listener, t *connTable, tlsConfig *tls.Config, h
 
 // Accept returns the next connection whose handshake finished.
 func (l *admitListener) Accept() (net.Conn, error) {
-	l.startOnce.Do(func() { go l.acceptLoop() })
+	l.startOnce.Do(func() {
+		// Accepting is serialized on the socket, but admitting and closing
+		// are not: several loops keep the kernel's accept queue short in a
+		// flood, where a new connection waits behind everything queued.
+		for range acceptLoops {
+			go l.acceptLoop()
+		}
+	})
 	select {
 	case c := <-l.ready:
 		return c, nil
