@@ -20,13 +20,14 @@ import (
 // handshake and sent a byte of a request: until then it costs the server
 // little and tells nothing, and anyone who can reach the port can open
 // such connections faster than any timeout closes them. Unproven
-// connections have a budget of their own (maxPending): a new one always
-// gets in, and past the budget an unproven connection is closed: the
-// oldest of the source address that holds the most of them. A flood from
-// a few addresses only pushes out its own connections; one from many
-// pushes out the oldest first, so a connection that is handshaking goes
-// only if every other address holds as many unproven connections as its
-// own, or if maxPending newer ones arrive within its handshake.
+// connections have a budget of their own (maxPending). Past it, a new
+// connection from the source address that holds the most of them is
+// closed at once, before any TLS work; one from a lighter source gets in
+// and the oldest connection of the heaviest source is closed instead. A
+// flood from a few addresses only pushes out its own connections, and it
+// cannot turn its held connections into a stream of new handshakes by
+// having them pushed out: a connection that is handshaking goes only if
+// its own address holds as many unproven connections as any other.
 //
 // A proven connection (one that sent a request, or a trusted one) counts
 // against total. Trusted connections come from a trusted source range
@@ -195,22 +196,41 @@ func (t *connTable) accept(raw net.Conn) (*admitConn, string) {
 		if n := t.byClient[c.ip]; t.perClient > 0 && n >= t.perClient {
 			return refusedPerClient
 		}
+		if t.maxPending > 0 && t.unproven >= t.maxPending {
+			mine := 0
+			if s := t.sources[c.ip]; s != nil {
+				mine = s.conns.Len()
+			}
+			src := t.heaviestSource()
+			if src == nil || mine >= t.heaviest {
+				// From the heaviest source itself: the newcomer goes, before
+				// any TLS work, rather than one its source already paid a
+				// handshake for (and would open again).
+				return shedPending
+			}
+			t.evict(src.conns.Front().Value.(*admitConn), &v)
+		}
 		t.byClient[c.ip]++
 		c.countedPerClient = true
-		if t.maxPending > 0 && t.unproven >= t.maxPending {
-			if src := t.heaviestSource(); src != nil {
-				t.evict(src.conns.Front().Value.(*admitConn), &v)
-			}
-		}
 		t.pend(c)
 		return ""
 	}()
 	v.close(t.onEvict)
-	if refused != "" {
-		return nil, refused
+	switch refused {
+	case "":
+		return c, ""
+	case shedPending:
+		t.onEvict(EvictedHandshake)
+	default:
+		t.onRefuse(refused)
 	}
-	return c, ""
+	return nil, refused
 }
+
+// shedPending is accept's answer for a newcomer closed because the
+// unproven budget is full and its source holds the most of it; it counts
+// as an eviction before the handshake.
+const shedPending = "shed"
 
 // handshakeDone records c's finished handshake: verified tells whether it
 // verified a client certificate, h2 whether it speaks HTTP/2. It returns
@@ -549,7 +569,6 @@ func (l *admitListener) acceptLoop() {
 				_ = tc.SetLinger(0)
 			}
 			_ = raw.Close()
-			l.t.onRefuse(refused)
 			continue
 		}
 		go l.handshake(c)

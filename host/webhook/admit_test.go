@@ -54,10 +54,12 @@ func (e *evictions) of(reason string) int {
 
 func newEvictions() *evictions { return &evictions{n: map[string]int{}} }
 
-// TestConnTable_evictsFromTheHeaviestSource: past the unproven budget, the
-// connection closed is the oldest of the address holding the most
-// unproven connections, never a lighter address's; a proven connection is
-// out of that budget, and its place is taken from an idle one.
+// TestConnTable_evictsFromTheHeaviestSource: past the unproven budget, a
+// newcomer from the address holding the most unproven connections is
+// closed at once, and one from a lighter address gets in in place of the
+// heaviest address's oldest: the API server's handshake, though the
+// oldest of all, stays. A proven connection is out of that budget, and its
+// place is taken from an idle one.
 func TestConnTable_evictsFromTheHeaviestSource(t *testing.T) {
 	t.Parallel()
 	ev, ref := newEvictions(), newEvictions()
@@ -77,23 +79,29 @@ func TestConnTable_evictsFromTheHeaviestSource(t *testing.T) {
 		flood = append(flood, raw)
 	}
 	for i := range 20 {
-		_, raw := accept("127.0.0.2")
-		flood = append(flood, raw)
-		assert.False(t, apiRaw.closed.Load(), "the lighter address's connection stays (%d)", i)
-		assert.True(t, flood[i].closed.Load(), "127.0.0.2's oldest goes (%d)", i)
+		c, refused := tbl.accept(fakeFrom("127.0.0.2"))
+		assert.Nil(t, c)
+		assert.Equal(t, shedPending, refused, "the heaviest address's newcomer goes (%d)", i)
 	}
 	assert.Equal(t, 20, ev.of(EvictedHandshake))
+	for _, raw := range append(flood, apiRaw) {
+		assert.False(t, raw.closed.Load(), "what is held stays")
+	}
+	_, raw3 := accept("127.0.0.3")
+	assert.True(t, flood[0].closed.Load(), "a lighter address's newcomer takes the place of the heaviest's oldest")
+	assert.False(t, apiRaw.closed.Load())
+	assert.Equal(t, 21, ev.of(EvictedHandshake))
+	_, _ = accept("127.0.0.4")
+	assert.True(t, flood[1].closed.Load(), "127.0.0.2 (2) is still the heaviest")
+	assert.False(t, raw3.closed.Load())
 	assert.Equal(t, 4, tbl.open())
+	assert.Zero(t, ref.of(refusedTotal)+ref.of(refusedPerClient))
 
-	// Handshaken and sending, the API server's connection is proven; the
-	// unproven budget then holds four of 127.0.0.2's.
+	// Handshaken and sending, the API server's connection is proven: out
+	// of the unproven budget.
 	require.True(t, tbl.handshakeDone(api, false, false))
 	require.True(t, tbl.busy(api))
 	assert.Equal(t, 1, tbl.proven[untrusted])
-	_, _ = accept("127.0.0.3")
-	assert.Equal(t, 20, ev.of(EvictedHandshake), "room for a fourth")
-	_, _ = accept("127.0.0.3")
-	assert.Equal(t, 21, ev.of(EvictedHandshake), "127.0.0.2 (3 unproven) pays for 127.0.0.3's second")
 	assert.False(t, apiRaw.closed.Load())
 
 	// Two proven connections fill total; the idle one gives its place to
