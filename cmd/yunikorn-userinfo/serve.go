@@ -163,7 +163,7 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.IntVar(&f.reservedConns, "reserved-conns", webhook.DefaultReservedConns, "of --max-conns, the connections only trusted clients may hold (from --trusted-source-cidrs, "+
 		"or with a client certificate --client-ca-file verified); in force only with one of them (-1: none)")
 	fs.IntVar(&f.maxPending, "max-pending-conns", webhook.DefaultMaxPendingConns, "untrusted connections that have not finished their TLS handshake or not sent a request yet; "+
-		"past it the oldest of them is closed (-1: no limit)")
+		"past it a newcomer from the source address holding the most is closed at once, one from a lighter source takes the place of that source's oldest (-1: no limit)")
 	fs.StringSliceVar(&f.trustedCIDRs, "trusted-source-cidrs", nil, "source address ranges of the API servers (as 10.0.0.0/24,fd00::/64): their connections are trusted, "+
 		"exempt from --max-conns-per-client and may take the --reserved-conns")
 	fs.IntVar(&f.maxReqsClient, "max-requests-per-client", webhook.DefaultMaxRequestsPerClient, "requests one source address may have in flight, HTTP/2 streams on all its connections included; past it, 429 (-1: no limit)")

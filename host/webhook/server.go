@@ -48,11 +48,9 @@ const (
 	// connections may take: room for two API servers at their per-client
 	// limit, or several at what they really hold.
 	DefaultReservedConns = 512
-	// DefaultMaxPendingConns bounds the connections that have not finished
-	// their TLS handshake or not sent a request yet: past it the oldest of
-	// them is closed. Pushing out a handshake in progress takes 512 new
-	// connections within its few milliseconds; 512 such connections cost
-	// at most 18 MiB (a third as much before their handshake).
+	// DefaultMaxPendingConns bounds the untrusted connections that have
+	// not finished their TLS handshake or not sent a request yet (see
+	// MaxPendingConns); 512 such connections cost at most 18 MiB.
 	DefaultMaxPendingConns = 512
 )
 
@@ -135,9 +133,10 @@ type ServerOptions struct {
 	ReservedConns int
 	// MaxPendingConns bounds the webhook port's connections that have not
 	// finished their TLS handshake, or not sent a request byte after it
-	// (untrusted ones: trusted ones count in MaxConns). A new connection
-	// always gets in: past the bound, the oldest of them is closed.
-	// Default: DefaultMaxPendingConns (512); negative: no bound.
+	// (untrusted ones: trusted ones count in MaxConns). Past the bound, a
+	// newcomer from the source address holding the most of them is closed
+	// at once; one from a lighter source takes the place of that source's
+	// oldest. Default: DefaultMaxPendingConns (512); negative: no bound.
 	MaxPendingConns int
 	// TrustedSources are the source addresses of trusted connections (the
 	// API servers'). Default: none.
