@@ -381,3 +381,42 @@ func TestMetrics_connectionsEvicted(t *testing.T) {
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.connEvicted.WithLabelValues(EvictedKeepAlive)))
 	assert.Zero(t, testutil.ToFloat64(metrics.connEvicted.WithLabelValues(EvictedBeforeRequest)))
 }
+
+// TestServer_evictsIdleConns: at MaxConns, a new client's request takes
+// the place of the connection idle longest (kept alive after its
+// request), and a connection that never sent anything is closed when the
+// unproven budget is full; nobody is refused.
+func TestServer_evictsIdleConns(t *testing.T) {
+	t.Parallel()
+	tlsConfig, _ := testTLS(t)
+	ev, ref := newEvictions(), newEvictions()
+	srv := startServer(t, ServerOptions{Listener: loopback(t), TLSConfig: tlsConfig, Handler: acceptingHandler(),
+		MaxConns: 2, MaxPendingConns: 2, OnConnEvicted: ev.add, OnConnRefused: ref.add})
+	clients := make([]*http.Client, 3)
+	for i := range clients {
+		_, clients[i] = testTLS(t) // each its own pool of kept connections
+		clients[i].Transport.(*http.Transport).TLSClientConfig.InsecureSkipVerify = true
+	}
+	for i, c := range clients {
+		r, _ := postOver(t, c, srv, fmt.Sprintf("client-%d", i))
+		assert.Equal(t, fmt.Sprintf("client-%d", i), r.Response.UID)
+	}
+	waitFor(t, "the eviction to be counted", func() bool { return ev.of(EvictedKeepAlive) == 1 })
+	assert.Equal(t, 2, provenConns(srv))
+
+	// Two bare connections fill the unproven budget; a third from another
+	// address takes the place of the heaviest address's oldest.
+	var bare []net.Conn
+	for _, src := range []string{"127.0.0.2", "127.0.0.2", "127.0.0.3"} {
+		c, err := from(src).Dial("tcp", srv.Addr().String())
+		require.NoError(t, err)
+		defer c.Close()
+		bare = append(bare, c)
+		if len(bare) < 3 {
+			waitFor(t, "the bare connection to be counted", func() bool { return srv.Connections() == 2+len(bare) })
+		}
+	}
+	assert.True(t, closedByServer(bare[0]), "127.0.0.2's oldest bare connection is closed")
+	assert.Equal(t, 1, ev.of(EvictedHandshake))
+	assert.Zero(t, ref.of(refusedTotal)+ref.of(refusedPerClient), "nobody refused")
+}
