@@ -213,9 +213,10 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 		}, []string{"reason"}),
 		connEvicted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "connections_evicted_total",
-			Help: "Idle connections to the webhook port closed to make room for another, by reason: handshake (its TLS " +
-				"handshake unfinished: a bare TCP connection or a half-done handshake), before_request (no request sent " +
-				"after the handshake) or keepalive (idle between requests).",
+			Help: "Idle connections to the webhook port closed to make room for another (or, the unproven budget full, " +
+				"shed as they came from the source holding the most of it), by reason: handshake (its TLS handshake " +
+				"unfinished: a bare TCP connection or a half-done handshake), before_request (no request sent after the " +
+				"handshake) or keepalive (idle between requests).",
 		}, []string{"reason"}),
 		wouldRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "monitor_would_refuse_total",
