@@ -243,7 +243,7 @@ bench: policy build loadgen ## Benchmarks (native vs wasm, fresh vs pooled, cost
 	POLICY_WASM=$(CURDIR)/$(WASM) bash hack/bench.sh
 
 .PHONY: hostile
-hostile: build ## Attack a local serve class by class (2,000+ idle, slowloris, slow-body and HTTP/2 connections from 8 addresses, declared bodies, metric labels, huge objects, deep values, many groups, settings, a 90/10 mixed load with 3 MiB objects) and check the bounds; prints the figures
+hostile: build ## Attack a local serve class by class (2,000+ idle, slowloris, slow-body and HTTP/2 connections from 8 addresses, declared bodies, metric labels, huge objects, deep values, many groups, settings, a 90/10 mixed load with 3 MiB objects, a connection flood from 13 addresses past --max-conns) and check the bounds; prints the figures
 	cd bench && HOSTILE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -v -count=1 -timeout 10m -run '^TestHostile$$' ./hostile | grep -v '^=== \|^    --- PASS\|^--- PASS\|^PASS$$'
 
 .PHONY: soak

@@ -7,7 +7,10 @@
 // plays the API server, so that they show the per-client limits holding
 // attackers without punishing anyone else; they hold some 2,500
 // connections, so the test raises its open-file limit (and serve's, which
-// it inherits) to the hard limit.
+// it inherits) to the hard limit. The connection-cap flood attacks a
+// serve of its own from 127.0.0.2-127.0.0.14 (13 addresses, past
+// --max-conns), with 127.0.0.1 trusted by its address or by a client
+// certificate.
 //
 // Run it with `make hostile`. HOSTILE_BINARY names the serve binary
 // (default: ../../build/yunikorn-userinfo); HOSTILE_REPORT_ONLY=1 measures
@@ -112,6 +115,13 @@ func freePort(t *testing.T) string {
 // is ready.
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
+	return startServeWith(t, nil, args...)
+}
+
+// startServeWith is startServe with a client certificate for its clients
+// (serve given --client-ca-file requires one), nil for none.
+func startServeWith(t *testing.T, clientCert *tls.Certificate, args ...string) *server {
+	t.Helper()
 	dir := t.TempDir()
 	s := &server{addr: freePort(t), metrics: freePort(t), stderr: &syncbuf.Buffer{}}
 	all := append([]string{"serve", "--self-signed", "--self-signed-dir", dir, "--listen", s.addr,
@@ -132,6 +142,9 @@ func startServe(t *testing.T, args ...string) *server {
 			pool := x509.NewCertPool()
 			if pool.AppendCertsFromPEM(ca) {
 				s.tlsConf = &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+				if clientCert != nil {
+					s.tlsConf.Certificates = []tls.Certificate{*clientCert}
+				}
 				s.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 					TLSClientConfig: s.tlsConf.Clone(), ForceAttemptHTTP2: true, MaxConnsPerHost: 16,
 				}}
@@ -284,6 +297,8 @@ func TestHostile(t *testing.T) {
 	t.Run("many groups", func(t *testing.T) { manyGroups(t, s) })
 	t.Run("settings", func(t *testing.T) { dangerousSettings(t) })
 	t.Run("mixed load", mixedLoad)
+	t.Run("connection cap flood, trusted source", func(t *testing.T) { capFlood(t, false) })
+	t.Run("connection cap flood, client certificate", func(t *testing.T) { capFlood(t, true) })
 }
 
 // Class 1: requests that declare a 7 MiB body and send only their headers.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,6 +59,10 @@ type serveFlags struct {
 	maxLarge        int
 	maxConnsClient  int
 	maxConns        int
+	reservedConns   int
+	maxPending      int
+	trustedCIDRs    []string
+	trustedSources  []netip.Prefix
 	maxReqsClient   int
 	maxStreams      int
 	headerTimeout   time.Duration
@@ -158,7 +163,13 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.Int64Var(&f.largeRequest, "large-request-bytes", webhook.DefaultLargeRequestBytes, "body size from which a request is large: large requests are evaluated at most --max-concurrent-large at once")
 	fs.IntVar(&f.maxLarge, "max-concurrent-large", 0, "large requests evaluated at once; the others wait within their deadline (default half of --instances, at least 1)")
 	fs.IntVar(&f.maxConnsClient, "max-conns-per-client", webhook.DefaultMaxConnsPerClient, "connections one source address may hold on each port; past it, new ones are closed at once (-1: no limit)")
-	fs.IntVar(&f.maxConns, "max-conns", webhook.DefaultMaxConns, "connections all clients together may hold on each port; past it, new ones are closed at once (-1: no limit)")
+	fs.IntVar(&f.maxConns, "max-conns", webhook.DefaultMaxConns, "connections all clients together may hold on each port (on the webhook port: trusted ones, and those that sent a request); past it an idle one is closed to make room, or with none idle the new one (-1: no limit)")
+	fs.IntVar(&f.reservedConns, "reserved-conns", webhook.DefaultReservedConns, "of --max-conns, the connections only trusted clients may hold (from --trusted-source-cidrs, "+
+		"or with a client certificate --client-ca-file verified); in force only with one of them (-1: none)")
+	fs.IntVar(&f.maxPending, "max-pending-conns", webhook.DefaultMaxPendingConns, "untrusted connections that have not finished their TLS handshake or not sent a request yet; "+
+		"past it a newcomer from the source address holding the most is closed at once, one from a lighter source takes the place of that source's oldest (-1: no limit)")
+	fs.StringSliceVar(&f.trustedCIDRs, "trusted-source-cidrs", nil, "source address ranges of the API servers (as 10.0.0.0/24,fd00::/64): their connections are trusted, "+
+		"exempt from --max-conns-per-client and may take the --reserved-conns")
 	fs.IntVar(&f.maxReqsClient, "max-requests-per-client", webhook.DefaultMaxRequestsPerClient, "requests one source address may have in flight, HTTP/2 streams on all its connections included; past it, 429 (-1: no limit)")
 	fs.IntVar(&f.maxStreams, "max-concurrent-streams", webhook.DefaultMaxConcurrentStreams, "requests in flight on one HTTP/2 connection")
 	fs.DurationVar(&f.headerTimeout, "read-header-timeout", webhook.DefaultReadHeaderTimeout, "time a client has to send a request's headers, counted from its first byte (from the connection's start for the first request)")
@@ -228,10 +239,25 @@ func (f *serveFlags) check() error {
 	if f.largeRequest <= 0 || f.maxLarge < 0 || f.maxStreams <= 0 {
 		return errors.New("invalid limit: --large-request-bytes and --max-concurrent-streams must be positive, --max-concurrent-large must not be negative")
 	}
-	for name, v := range map[string]int{"--max-conns-per-client": f.maxConnsClient, "--max-conns": f.maxConns, "--max-requests-per-client": f.maxReqsClient} {
+	for name, v := range map[string]int{"--max-conns-per-client": f.maxConnsClient, "--max-conns": f.maxConns, "--max-requests-per-client": f.maxReqsClient,
+		"--reserved-conns": f.reservedConns, "--max-pending-conns": f.maxPending} {
 		if v == 0 || v < -1 {
 			return fmt.Errorf("invalid %s %d: must be positive, or -1 for no limit", name, v)
 		}
+	}
+	f.trustedSources = f.trustedSources[:0]
+	for i, cidr := range f.trustedCIDRs {
+		p, err := netip.ParsePrefix(strings.TrimSpace(cidr))
+		if err != nil {
+			return fmt.Errorf("invalid --trusted-source-cidrs[%d] %q: %w", i, cidr, err)
+		}
+		if p.Bits() == 0 {
+			return fmt.Errorf("invalid --trusted-source-cidrs[%d] %q: trusts every address, leaving nothing reserved", i, cidr)
+		}
+		f.trustedSources = append(f.trustedSources, p.Masked())
+	}
+	if (len(f.trustedSources) > 0 || f.clientCAFile != "") && f.maxConns > 0 && f.reservedConns >= f.maxConns {
+		return fmt.Errorf("invalid --reserved-conns %d: must be less than --max-conns (%d)", f.reservedConns, f.maxConns)
 	}
 	if f.headerTimeout <= 0 || f.idleTimeout <= 0 {
 		return errors.New("invalid timeout: --read-header-timeout and --idle-timeout must be positive")
@@ -338,6 +364,9 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			ShutdownTimeout:      f.shutdownTimeout,
 			MaxConnsPerClient:    f.maxConnsClient,
 			MaxConns:             f.maxConns,
+			ReservedConns:        f.reservedConns,
+			MaxPendingConns:      f.maxPending,
+			TrustedSources:       f.trustedSources,
 			MaxConcurrentStreams: f.maxStreams,
 			ReadHeaderTimeout:    f.headerTimeout,
 			IdleTimeout:          f.idleTimeout,

@@ -44,10 +44,43 @@ func tlsFrom(src, addr string, protos ...string) (*tls.Conn, error) {
 	return c, nil
 }
 
+// busyFrom opens a TLS connection to addr from src and sends the headers
+// of a request declaring a body it does not send: a proven connection,
+// busy until the read timeout.
+func busyFrom(src, addr string) (*tls.Conn, error) {
+	c, err := tlsFrom(src, addr, "http/1.1")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(c, "POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// provenConns returns the connections srv counts against MaxConns.
+func provenConns(srv *Server) int {
+	t := srv.admit.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.proven[untrusted] + t.proven[trusted]
+}
+
+// closedByServer reports whether the server closes c within 5 s.
+func closedByServer(c net.Conn) bool {
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	ne, ok := err.(net.Error)
+	return err != nil && !(ok && ne.Timeout())
+}
+
 // TestServer_connectionLimits: one address holds at most
-// MaxConnsPerClient connections and all of them MaxConns; a refused
-// connection is closed before its handshake and counted by reason, other
-// addresses keep connecting, and a closed connection gives its place back.
+// MaxConnsPerClient connections and all of them MaxConns busy ones; a
+// connection past the per-client limit is closed before its handshake,
+// one past MaxConns when it sends its request (none being idle), each
+// counted by reason; other addresses keep connecting, and a closed
+// connection gives its place back.
 func TestServer_connectionLimits(t *testing.T) {
 	t.Parallel()
 	tlsConfig, client := testTLS(t)
@@ -68,7 +101,7 @@ func TestServer_connectionLimits(t *testing.T) {
 		}
 	}()
 	for i := range 5 {
-		c, err := tlsFrom("127.0.0.2", addr)
+		c, err := busyFrom("127.0.0.2", addr)
 		require.NoError(t, err, "connection %d from 127.0.0.2", i)
 		held = append(held, c)
 	}
@@ -82,30 +115,25 @@ func TestServer_connectionLimits(t *testing.T) {
 	r, _ := postOver(t, client, srv, "other-client")
 	assert.Equal(t, "other-client", r.Response.UID)
 	client.CloseIdleConnections()
-	waitFor(t, "the client's connection to be given back", func() bool {
-		_, all := srv.ln.(*limitListener).counts.held(clientIP("127.0.0.1:1"))
-		return all == 5
-	})
+	waitFor(t, "the client's connection to be given back", func() bool { return srv.Connections() == 5 })
 
 	for i := range 4 {
-		c, err := tlsFrom("127.0.0.3", addr)
+		c, err := busyFrom("127.0.0.3", addr)
 		require.NoError(t, err, "connection %d from 127.0.0.3", i)
 		held = append(held, c)
 	}
-	_, err := tlsFrom("127.0.0.4", addr)
-	require.Error(t, err, "past MaxConns, any address is refused")
+	waitFor(t, "the server to read the nine requests", func() bool { return provenConns(srv) == 9 })
+	c, err := busyFrom("127.0.0.4", addr)
+	require.NoError(t, err, "the handshake of a tenth connection")
+	assert.True(t, closedByServer(c), "past MaxConns, all busy, a request from any address is refused")
+	_ = c.Close()
 	assert.Equal(t, 1, refusedOf(refusedTotal))
 
 	require.NoError(t, held[0].Close())
 	held = held[1:]
-	waitFor(t, "the closed connection to give its place back", func() bool {
-		c, err := tlsFrom("127.0.0.4", addr)
-		if err != nil {
-			return false
-		}
-		held = append(held, c)
-		return true
-	})
+	waitFor(t, "the closed connection to give its place back", func() bool { return srv.Connections() == 8 })
+	r, _ = postOver(t, client, srv, "after")
+	assert.Equal(t, "after", r.Response.UID)
 }
 
 // h2Event is a frame the tests look at, copied out of the framer (whose

@@ -152,6 +152,7 @@ type Metrics struct {
 	certExpiry   prometheus.Gauge
 	ready        prometheus.Gauge
 	connRefused  *prometheus.CounterVec
+	connEvicted  *prometheus.CounterVec
 	wouldRefuse  *prometheus.CounterVec
 	settingsInfo *prometheus.GaugeVec
 	engineStats  func() engine.Stats
@@ -211,6 +212,13 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 			Help: "Connections to the webhook port closed as soon as accepted, by reason: per_client (the source address " +
 				"held --max-conns-per-client) or total (all clients held --max-conns).",
 		}, []string{"reason"}),
+		connEvicted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "connections_evicted_total",
+			Help: "Idle connections to the webhook port closed to make room for another (or, the unproven budget full, " +
+				"shed as they came from the source holding the most of it), by reason: handshake (its TLS handshake " +
+				"unfinished: a bare TCP connection or a half-done handshake), before_request (no request sent after the " +
+				"handshake) or keepalive (idle between requests).",
+		}, []string{"reason"}),
 		wouldRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "monitor_would_refuse_total",
 			Help: "Requests monitor mode admitted that the policy refused (or whose evaluation failed), by stage and by rule " +
@@ -233,12 +241,15 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 	m.stageDenials.WithLabelValues("validate")
 	m.connRefused.WithLabelValues(refusedPerClient)
 	m.connRefused.WithLabelValues(refusedTotal)
+	for _, reason := range EvictionReasons {
+		m.connEvicted.WithLabelValues(reason)
+	}
 	for _, cause := range allCauses {
 		m.errors.WithLabelValues(cause) // so every cause shows from the start
 	}
 	cs := []prometheus.Collector{
 		m.admissions, m.stageDenials, m.duration, m.inFlight, m.errors, m.reloads, m.certReloads,
-		m.certExpiry, m.ready, m.connRefused, buildInfo, m.wouldRefuse, m.settingsInfo,
+		m.certExpiry, m.ready, m.connRefused, m.connEvicted, buildInfo, m.wouldRefuse, m.settingsInfo,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	}
@@ -327,6 +338,19 @@ func (m *Metrics) ConnectionRefused(reason string) {
 	if m != nil {
 		m.connRefused.WithLabelValues(reason).Inc()
 	}
+}
+
+// ConnectionEvicted counts an idle connection closed to make room;
+// reason is one of EvictionReasons (anything else counts as keepalive, so
+// that the series stay three).
+func (m *Metrics) ConnectionEvicted(reason string) {
+	if m == nil {
+		return
+	}
+	if reason != EvictedHandshake && reason != EvictedBeforeRequest {
+		reason = EvictedKeepAlive
+	}
+	m.connEvicted.WithLabelValues(reason).Inc()
 }
 
 // SettingsReloaded counts a settings reload attempt; outcome is one of the

@@ -187,6 +187,10 @@ func Run(ctx context.Context, opts RunOptions) error {
 	so.Logger = log
 	so.OnShutdown = func() { handler.SetReady(false) }
 	so.OnConnRefused = metrics.ConnectionRefused
+	so.OnConnEvicted = metrics.ConnectionEvicted
+	// With a client CA every client must present a certificate it signed:
+	// a connection that finished its handshake is the API server's.
+	so.TrustClientCerts = so.TrustClientCerts || opts.ClientCAFile != ""
 	srv, err := NewServer(so)
 	if err != nil {
 		return err

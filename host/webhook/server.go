@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -43,6 +44,14 @@ const (
 	// under the Go memory limit of the shipped 256 MiB container (205
 	// MiB); it takes 12 addresses at their per-client limit to reach it.
 	DefaultMaxConns = 3072
+	// DefaultReservedConns is the share of MaxConns that only trusted
+	// connections may take: room for two API servers at their per-client
+	// limit, or several at what they really hold.
+	DefaultReservedConns = 512
+	// DefaultMaxPendingConns bounds the untrusted connections that have
+	// not finished their TLS handshake or not sent a request yet (see
+	// MaxPendingConns); 512 such connections cost at most 18 MiB.
+	DefaultMaxPendingConns = 512
 )
 
 // HTTP/2 limits that are not options: the smallest frame size the protocol
@@ -103,16 +112,45 @@ type ServerOptions struct {
 	// connection. Default: DefaultMaxConcurrentStreams (64).
 	MaxConcurrentStreams int
 	// MaxConnsPerClient bounds the connections one source IP address holds
-	// at once on each port, MaxConns those of all clients. A connection
-	// past either is closed as soon as it is accepted, before its TLS
-	// handshake, and counted by OnConnRefused. Defaults:
-	// DefaultMaxConnsPerClient (256) and DefaultMaxConns (3072); negative:
-	// no limit.
+	// at once on each port (sources in TrustedSources excepted on the
+	// webhook port); a connection past it is closed as soon as it is
+	// accepted, before its TLS handshake, and counted by OnConnRefused.
+	// Default: DefaultMaxConnsPerClient (256); negative: no limit.
 	MaxConnsPerClient int
-	MaxConns          int
+	// MaxConns bounds the connections of all clients at once on each
+	// port. On the webhook port it counts the proven ones: trusted, or
+	// that sent a request byte; ReservedConns of them only trusted ones
+	// may take. A connection that needs a place when there is none takes
+	// that of an idle one (see OnConnEvicted); with none idle it is
+	// closed and counted by OnConnRefused. On the metrics port a
+	// connection past it is closed as soon as accepted. Default:
+	// DefaultMaxConns (3072); negative: no limit.
+	MaxConns int
+	// ReservedConns is the share of MaxConns that untrusted connections
+	// cannot take. It applies only when a connection can be trusted
+	// (TrustedSources or TrustClientCerts). Default: DefaultReservedConns
+	// (512); negative: none.
+	ReservedConns int
+	// MaxPendingConns bounds the webhook port's connections that have not
+	// finished their TLS handshake, or not sent a request byte after it
+	// (untrusted ones: trusted ones count in MaxConns). Past the bound, a
+	// newcomer from the source address holding the most of them is closed
+	// at once; one from a lighter source takes the place of that source's
+	// oldest. Default: DefaultMaxPendingConns (512); negative: no bound.
+	MaxPendingConns int
+	// TrustedSources are the source addresses of trusted connections (the
+	// API servers'). Default: none.
+	TrustedSources []netip.Prefix
+	// TrustClientCerts trusts connections whose handshake verified a
+	// client certificate against TLSConfig's CAs. Default: false.
+	TrustClientCerts bool
 	// OnConnRefused is called with the reason ("per_client" or "total")
 	// of each connection the limits refused. Default: nothing.
 	OnConnRefused func(reason string)
+	// OnConnEvicted is called with the reason (one of EvictionReasons) of
+	// each idle connection closed to make room for another. Default:
+	// nothing.
+	OnConnEvicted func(reason string)
 }
 
 func (o *ServerOptions) setDefaults() {
@@ -144,8 +182,17 @@ func (o *ServerOptions) setDefaults() {
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
 	}
+	if o.ReservedConns == 0 {
+		o.ReservedConns = DefaultReservedConns
+	}
+	if o.MaxPendingConns == 0 {
+		o.MaxPendingConns = DefaultMaxPendingConns
+	}
 	if o.OnConnRefused == nil {
 		o.OnConnRefused = func(string) {}
+	}
+	if o.OnConnEvicted == nil {
+		o.OnConnEvicted = func(string) {}
 	}
 }
 
@@ -161,6 +208,7 @@ type Server struct {
 	opts    ServerOptions
 	log     *slog.Logger
 	ln      net.Listener
+	admit   *admitListener
 	mln     net.Listener
 	https   *http.Server
 	metrics *http.Server
@@ -196,18 +244,30 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if opts.Handler == nil {
 		return nil, errors.New("webhook server: a handler is required")
 	}
+	if (len(opts.TrustedSources) > 0 || opts.TrustClientCerts) && opts.MaxConns > 0 && opts.ReservedConns >= opts.MaxConns {
+		return nil, fmt.Errorf("webhook server: ReservedConns %d must be less than MaxConns %d", opts.ReservedConns, opts.MaxConns)
+	}
 	tlsConfig := opts.TLSConfig.Clone()
 	if tlsConfig.MinVersion < tls.VersionTLS12 {
 		tlsConfig.MinVersion = tls.VersionTLS12
 	}
+	// The listener completes the handshakes, so http.Server cannot add
+	// the protocols to its own copy as ServeTLS would.
+	for _, p := range []string{"h2", "http/1.1"} {
+		if !slices.Contains(tlsConfig.NextProtos, p) {
+			tlsConfig.NextProtos = append(slices.Clip(tlsConfig.NextProtos), p)
+		}
+	}
 	s := &Server{opts: opts, log: opts.Logger}
-	var err error
-	if s.ln, err = listen(opts.Listener, opts.Addr); err != nil {
+	ln, err := listen(opts.Listener, opts.Addr)
+	if err != nil {
 		return nil, fmt.Errorf("listen for webhook: %w", err)
 	}
-	s.ln = s.limit(s.ln, opts.OnConnRefused)
+	s.admit = newAdmitListener(ln, s.connTable(), tlsConfig, s.handshakeTimeout(), s.log)
+	s.ln = s.admit
 	s.https = s.httpServer(s.closeWhileDraining(opts.Handler))
 	s.https.TLSConfig = tlsConfig
+	s.https.ConnState = s.admit.connState
 	if opts.MetricsListener != nil || opts.MetricsAddr != "" {
 		if opts.MetricsHandler == nil {
 			_ = s.ln.Close()
@@ -221,6 +281,25 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		s.metrics = s.httpServer(opts.MetricsHandler)
 	}
 	return s, nil
+}
+
+// connTable is the webhook port's admission, from the options.
+func (s *Server) connTable() *connTable {
+	o := &s.opts
+	reserved := max(0, o.ReservedConns)
+	if len(o.TrustedSources) == 0 && !o.TrustClientCerts {
+		reserved = 0 // nobody could use it
+	}
+	return &connTable{perClient: max(0, o.MaxConnsPerClient), total: max(0, o.MaxConns), reserved: reserved,
+		maxPending: max(0, o.MaxPendingConns), trustedSources: o.TrustedSources, trustCerts: o.TrustClientCerts,
+		onRefuse: o.OnConnRefused, onEvict: o.OnConnEvicted, byClient: map[netip.Addr]int{},
+		sources: map[netip.Addr]*source{}, byCount: map[int]map[*source]struct{}{}}
+}
+
+// handshakeTimeout is the time a client has for its TLS handshake, as
+// http.Server would give it: the shortest of its read and write timeouts.
+func (s *Server) handshakeTimeout() time.Duration {
+	return min(s.opts.ReadHeaderTimeout, s.opts.ReadTimeout, s.opts.WriteTimeout)
 }
 
 // limit applies the connection limits to ln, with counts of its own.
@@ -259,14 +338,9 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 	}
 }
 
-// Connections is the number of connections open on the webhook port (0
-// without connection limits, which are what counts them).
+// Connections is the number of connections open on the webhook port.
 func (s *Server) Connections() int {
-	if l, ok := s.ln.(*limitListener); ok {
-		_, all := l.counts.held(netip.Addr{})
-		return all
-	}
-	return 0
+	return s.admit.t.open()
 }
 
 // Addr is the webhook's listen address.
@@ -292,7 +366,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	s.https.BaseContext = func(net.Listener) context.Context { return base }
 	errc := make(chan error, 2)
-	go func() { errc <- s.https.ServeTLS(s.ln, "", "") }()
+	go func() { errc <- s.https.Serve(s.ln) }()
 	servers := []*http.Server{s.https}
 	if s.metrics != nil {
 		s.metrics.BaseContext = s.https.BaseContext

@@ -519,10 +519,13 @@ func TestChart_refusesBrokenValues(t *testing.T) {
 		"tls: {certManager: false}":                                       "tls.existingSecret is required when tls.certManager is false",
 		"tls: {certManager: false, existingSecret: s}":                    "tls.caBundle is required when tls.certManager is false",
 		"mode: kubewarden\nkubewarden: {policyServer: {create: false}}":   "kubewarden.policyServer.name is required",
-		"networkPolicy: {enabled: true}":                                  "networkPolicy.apiServer.cidrs or networkPolicy.apiServer.peers is required",
+		"networkPolicy: {enabled: true}":                                  "networkPolicy.apiServer.cidrs, networkPolicy.apiServer.peers or serve.trustedSourceCIDRs is required",
 		"networkPolicy: {enabled: true, apiServer: {cidrs: [10.0.0.1]}}":  "cidrs",
 		"networkPolicy: {enabled: true, apiServer: {cidr: [10.0.0.0/8]}}": "cidr",
 		"serve: {maxConns: 0}":                                            "maxConns",
+		"serve: {reservedConns: 0}":                                       "reservedConns",
+		"serve: {maxPendingConns: -2}":                                    "maxPendingConns",
+		"serve: {trustedSourceCIDRs: [10.0.0.1]}":                         "trustedSourceCIDRs",
 		"serve: {maxConcurrentLarge: 0}":                                  "maxConcurrentLarge",
 	} {
 		var v map[string]any

@@ -623,6 +623,8 @@ func TestChart_notes(t *testing.T) {
 	assert.Contains(t, n, "registered with failurePolicy Ignore")
 	assert.Contains(t, n, "yunikorn-userinfo-registration")
 	assert.NotContains(t, n, "One replica")
+	assert.Contains(t, n, "Set serve.trustedSourceCIDRs", "the webhook port is open to every Pod by default")
+	assert.NotContains(t, notes("serve: {trustedSourceCIDRs: [10.0.0.0/24]}", false), "Any Pod can connect")
 	assert.NotContains(t, notes("", true), "registered with failurePolicy Ignore", "helm upgrade runs no gate")
 	n = notes("replicas: 1\nhostNetwork: true\nwebhookPort: 10443", false)
 	assert.Contains(t, n, "One replica: no PodDisruptionBudget")

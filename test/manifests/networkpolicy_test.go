@@ -100,3 +100,40 @@ func TestChart_networkPolicy(t *testing.T) {
 	assert.Equal(t, intstr.FromString("https"), *nps[0].Spec.Ingress[0].Ports[0].Port)
 	assert.Equal(t, []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "172.16.0.10/32"}}}, nps[0].Spec.Ingress[0].From)
 }
+
+// TestChart_trustedSources: serve keeps its reserve and unproven budget
+// from the values; serve.trustedSourceCIDRs become --trusted-source-cidrs
+// (none by default) and, when networkPolicy.apiServer.cidrs is empty, the
+// NetworkPolicy's sources of the webhook port.
+func TestChart_trustedSources(t *testing.T) {
+	t.Parallel()
+	args := func(dep *appsv1.Deployment) []string {
+		require.NotNil(t, dep)
+		return dep.Spec.Template.Spec.Containers[0].Args
+	}
+	_, dep := renderPolicy(t, "")
+	assert.Contains(t, args(dep), "--reserved-conns=512")
+	assert.Contains(t, args(dep), "--max-pending-conns=512")
+	for _, a := range args(dep) {
+		assert.NotContains(t, a, "--trusted-source-cidrs", "nobody is trusted by default")
+	}
+
+	const trusted = "serve: {trustedSourceCIDRs: [10.0.0.0/24, 'fd00::/64'], reservedConns: 128, maxPendingConns: 1024}"
+	nps, dep := renderPolicy(t, trusted)
+	assert.Empty(t, nps, "trusting sources does not enable the NetworkPolicy")
+	assert.Contains(t, args(dep), "--trusted-source-cidrs=10.0.0.0/24,fd00::/64")
+	assert.Contains(t, args(dep), "--reserved-conns=128")
+	assert.Contains(t, args(dep), "--max-pending-conns=1024")
+
+	nps, _ = renderPolicy(t, trusted+"\nnetworkPolicy: {enabled: true}")
+	require.Len(t, nps, 1)
+	assert.Equal(t, []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/24"}},
+		{IPBlock: &networkingv1.IPBlock{CIDR: "fd00::/64"}},
+	}, nps[0].Spec.Ingress[0].From, "the trusted sources, when the policy names none")
+
+	nps, _ = renderPolicy(t, trusted+"\nnetworkPolicy: {enabled: true, apiServer: {cidrs: [172.16.0.10/32]}}")
+	require.Len(t, nps, 1)
+	assert.Equal(t, []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "172.16.0.10/32"}}},
+		nps[0].Spec.Ingress[0].From, "the policy's own sources win")
+}

@@ -55,6 +55,7 @@ var serveFlags = []string{
 	"log-level", "log-format", "verbose", "cache-dir", "max-json-depth", "max-body-bytes-in-flight",
 	"large-request-bytes", "max-concurrent-large", "max-conns-per-client", "max-conns", "max-requests-per-client",
 	"max-concurrent-streams", "read-header-timeout", "idle-timeout", "sync-before-ready", "cache",
+	"reserved-conns", "max-pending-conns", "trusted-source-cidrs",
 }
 
 // webhookContainer returns the Deployment's only container and its flags.
