@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
+	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
 
 // The PolicyReport API of the Kubernetes Policy working group
