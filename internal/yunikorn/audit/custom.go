@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
