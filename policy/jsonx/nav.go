@@ -5,6 +5,8 @@ import (
 	"unsafe"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/jsonindex"
 )
 
 // InputError is JSON that cannot be read as what it must be. Its message
@@ -94,18 +96,34 @@ func Describe(v gjson.Result) string {
 // key is absent. It scans obj; the policy reads the members of its
 // payload through the payload's index instead.
 func Member(obj gjson.Result, key string) (v gjson.Result, dup bool) {
-	obj.ForEach(func(k, value gjson.Result) bool {
-		if Str(k) != key {
-			return true
+	m := jsonindex.NewMembers(obj.Raw, nil, 0)
+	for {
+		k, raw, at, ok := m.Next()
+		if !ok {
+			return v, false
+		}
+		if Key(k) != key {
+			continue
 		}
 		if v.Exists() {
-			dup = true
-			return false
+			return v, true
 		}
-		v = value
-		return true
-	})
-	return v, dup
+		v = gjson.Parse(raw)
+		v.Index = obj.Index + at
+	}
+}
+
+// Key returns the key the raw key token rawKey spells, decoded as
+// encoding/json decodes it; a key without escapes or non-ASCII bytes (all
+// of Kubernetes' field names) is returned without copying.
+func Key(rawKey string) string {
+	body := rawKey[1 : len(rawKey)-1]
+	for i := 0; i < len(body); i++ {
+		if body[i] == '\\' || body[i] >= 0x80 {
+			return DecodeString(body)
+		}
+	}
+	return body
 }
 
 // EachMember calls f with each member of the settings object v at path

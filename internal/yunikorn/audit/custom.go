@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -168,7 +169,8 @@ func templatesOf(k *workloads.Kind, u *unstructured.Unstructured) ([]workloads.T
 	if err != nil {
 		return nil, fmt.Errorf("encode the object as JSON: %w", err)
 	}
-	return k.Templates(gjson.ParseBytes(b))
+	// b is not written again: the text need not be copied.
+	return k.Templates(gjson.Parse(unsafe.String(unsafe.SliceData(b), len(b))))
 }
 
 // otherScheduler reports whether every pod template found names a
