@@ -1,17 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"errors"
-	"io"
 	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/yunikorn-userinfo/userinfo/policy/queues"
+	"github.com/yunikorn-userinfo/userinfo/policy/shimconf"
 )
 
 // The configuration check (docs/BEHAVIOUR.md §3.9): an edit of YuniKorn's
@@ -23,16 +21,12 @@ import (
 // YuniKorn's two ConfigMaps, in the order the shim flattens them: the
 // second one's keys replace the first one's.
 const (
-	configMapDefaults = "yunikorn-defaults"
-	configMapConfigs  = "yunikorn-configs"
+	configMapDefaults = shimconf.DefaultsName
+	configMapConfigs  = shimconf.ConfigsName
 	// keyPolicyGroup names the policy group whose <group>.yaml the
 	// scheduler loads (k8shim pkg/conf, service.policyGroup).
 	keyPolicyGroup     = "service.policyGroup"
 	defaultPolicyGroup = "queues"
-	// maxInflated bounds what a gzip-compressed binaryData value may
-	// inflate to: a ConfigMap holds at most 1 MiB, and a small one could
-	// otherwise expand to fill the module's memory.
-	maxInflated = 16 << 20
 	// maxCheckedText bounds the configuration text checked: a few
 	// thousand queues, which the module parses and validates within its
 	// default 64 MiB and well within the evaluation's 2 s deadline
@@ -204,99 +198,45 @@ func configUnchecked(cv *configValidationSettings, why string) decision {
 	return reject("configmap not checked, refused", codeForbidden, msg)
 }
 
-// flatConfig is the shim's FlattenConfigMaps of two ConfigMaps (either
-// may be missing), read key by key: the later map wins, and within a
-// map binaryData wins over data. A binaryData key ending in ".gz" (any
-// case) is its gzip-inflated value under the key without the suffix; a
-// value that does not inflate sets nothing (the shim files it under the
-// empty key). Any other binaryData key sets the key without its last
-// dot-separated part to "".
+// flatConfig is YuniKorn's two ConfigMaps (either may be missing) as the
+// shim flattens them (shimconf.Lookup), read key by key.
 type flatConfig struct{ maps [2]gjson.Result }
 
 // get returns the value of key, whether any map sets it, or why it
 // cannot be known.
 func (f flatConfig) get(key string) (string, bool, error) {
-	for i := len(f.maps) - 1; i >= 0; i-- {
-		cm := f.maps[i]
-		if !cm.Exists() {
-			continue
+	var maps [2]shimconf.ConfigMap
+	for i, cm := range f.maps {
+		if cm.Exists() {
+			maps[i] = jsonConfigMap{cm}
 		}
-		// binaryData: the last member setting key that succeeds wins (the
-		// shim walks a Go map, in no fixed order; members are taken here
-		// in the order the object lists them).
-		var found string
-		set := false
-		var tooBig error
-		cm.Get("binaryData").ForEach(func(k, v gjson.Result) bool {
-			stripped, gz := binaryKey(str(k))
-			if stripped != key {
-				return true
-			}
-			if !gz {
-				found, set = "", true
-				return true
-			}
-			text, err := inflate(str(v))
-			if errors.Is(err, errTooLarge) {
-				tooBig = errString("ConfigMap " + str(cm.Get("metadata.name")) + ": binaryData " + str(k) + " " + err.Error())
-				return false
-			}
+	}
+	v, err := shimconf.Lookup(maps[:], key)
+	var tooLarge *shimconf.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return "", false, errString("ConfigMap " + str(f.maps[tooLarge.Map].Get("metadata.name")) + ": " + err.Error() + ", which configValidation does not read")
+	}
+	return v.Text, v.Set, err
+}
+
+// jsonConfigMap is a ConfigMap as JSON, for shimconf.
+type jsonConfigMap struct{ cm gjson.Result }
+
+func (j jsonConfigMap) Data(key string) (string, bool) {
+	v := j.cm.Get("data").Get(gjson.Escape(key))
+	return v.String(), v.Exists() && v.Type != gjson.Null
+}
+
+// EachBinary gives the members of binaryData in the order the object
+// lists them; a value is base64 in JSON.
+func (j jsonConfigMap) EachBinary(f func(key string, value func() ([]byte, error)) bool) {
+	j.cm.Get("binaryData").ForEach(func(k, v gjson.Result) bool {
+		return f(str(k), func() ([]byte, error) {
+			b, err := base64.StdEncoding.DecodeString(str(v))
 			if err != nil {
-				return true // the shim files it under the empty key
+				return nil, errString("not base64: " + err.Error())
 			}
-			found, set = text, true
-			return true
+			return b, nil
 		})
-		if tooBig != nil {
-			return "", false, tooBig
-		}
-		if set {
-			return found, true, nil
-		}
-		if v := cm.Get("data").Get(gjson.Escape(key)); v.Exists() && v.Type != gjson.Null {
-			return v.String(), true, nil
-		}
-	}
-	return "", false, nil
+	})
 }
-
-// binaryKey is the key the shim's Decompress files a binaryData key under,
-// and whether its value is inflated.
-func binaryKey(k string) (string, bool) {
-	dot := strings.LastIndexByte(k, '.')
-	last := k[dot+1:]
-	stripped := k
-	if dot >= 0 {
-		stripped = k[:dot]
-	}
-	return stripped, strings.EqualFold(last, "gz")
-}
-
-var errTooLarge = errString("inflates to more than 16 MiB, which configValidation does not read")
-
-// inflate decodes a binaryData value (base64 in JSON) and inflates it as
-// gzip, as the shim does: every member of a multi-member stream, checksums
-// checked.
-func inflate(b64 string) (string, error) {
-	raw, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		return "", errString("not base64: " + err.Error())
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return "", err
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxInflated+1))
-	if err != nil {
-		return "", err
-	}
-	if len(out) > maxInflated {
-		return "", tooLarge{}
-	}
-	return string(out), nil
-}
-
-type tooLarge struct{}
-
-func (tooLarge) Error() string   { return errTooLarge.Error() }
-func (tooLarge) Is(t error) bool { return t == errTooLarge }

@@ -6,7 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/yunikorn-userinfo/userinfo/internal/jsonindex"
-	"github.com/yunikorn-userinfo/userinfo/policy/jsontext"
+	"github.com/yunikorn-userinfo/userinfo/policy/jsonx"
 )
 
 // indexed is the payload being evaluated and its index (one pass validates
@@ -106,15 +106,5 @@ func (it *memberIter) value(raw string, at int) gjson.Result {
 	return v
 }
 
-// plainKey returns the key the raw key token rawKey spells, decoded as
-// encoding/json decodes it; a key without escapes or non-ASCII bytes (all
-// of Kubernetes' field names) is returned without copying.
-func plainKey(rawKey string) string {
-	body := rawKey[1 : len(rawKey)-1]
-	for i := 0; i < len(body); i++ {
-		if body[i] == '\\' || body[i] >= 0x80 {
-			return jsontext.DecodeString(body)
-		}
-	}
-	return body
-}
+// plainKey returns the key the raw key token rawKey spells (jsonx.Key).
+func plainKey(rawKey string) string { return jsonx.Key(rawKey) }

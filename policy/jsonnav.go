@@ -6,17 +6,6 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/policy/jsontext"
 )
 
-// inputError is a request the policy cannot evaluate because it is
-// malformed. Its message names the field, as a JSON path from the payload.
-type inputError struct {
-	field string
-	what  string
-}
-
-func (e *inputError) Error() string { return e.field + ": " + e.what }
-
-func malformed(field, what string) *inputError { return &inputError{field: field, what: what} }
-
 // member returns the member of the JSON object obj called key, comparing
 // decoded keys (so `"\u0075ser"` is "user", as every JSON decoder reads it).
 // A key that occurs twice is an error: decoders disagree on which duplicate
@@ -54,50 +43,6 @@ func members(obj gjson.Result, field string, keys []string, out []gjson.Result) 
 			out[i] = it.value(raw, at)
 		}
 	}
-}
-
-// present reports whether v holds a value; JSON null counts as absent, as it
-// does for every optional field of a Kubernetes object.
-func present(v gjson.Result) bool { return v.Exists() && v.Type != gjson.Null }
-
-// isObject reports whether v is a JSON object.
-func isObject(v gjson.Result) bool { return v.IsObject() }
-
-// typeName describes the JSON type of v for error messages.
-func typeName(v gjson.Result) string { return jsontext.TypeName(v) }
-
-// join appends a key to a field path, bracketing keys that hold dots or
-// slashes (annotation and label keys) so the path stays readable.
-func join(field, key string) string {
-	plain := true
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			plain = false
-			break
-		}
-	}
-	if plain && key != "" {
-		if field == "" {
-			return key
-		}
-		return field + "." + key
-	}
-	return field + "[" + quote(key) + "]"
-}
-
-// describe names v's type and, for a short value, shows it as written: what
-// an operator needs to find the mistake in a settings file.
-func describe(v gjson.Result) string {
-	const limit = 64
-	if v.Type == gjson.Null {
-		return "null"
-	}
-	raw := v.Raw
-	if len(raw) > limit {
-		raw = raw[:limit] + "..."
-	}
-	return typeName(v) + " " + raw
 }
 
 // Nesting limits. gjson validates recursively, and the guest's stack is

@@ -4,46 +4,17 @@ import (
 	"slices"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
 
 // kindRef identifies a Kubernetes kind; the version does not matter.
 type kindRef struct{ group, kind string }
 
-// Where the metadata of the Pods a kind produces lives: the annotation is
-// read and written there, never on the workload's own metadata (YuniKorn
-// reads it from the Pod).
-var (
-	podMetadataPath      = []string{"metadata"}
-	templateMetadataPath = []string{"spec", "template", "metadata"}
-	cronJobMetadataPath  = []string{"spec", "jobTemplate", "spec", "template", "metadata"}
-)
-
-// metadataPath says, for each kind this policy guards, where that metadata
-// is. A switch rather than a map: TinyGo hashes and compares struct map keys
-// through reflection, about a hundred calls per lookup.
+// metadataPath says, for each kind this policy guards without settings,
+// where the metadata of the Pods it produces is (workloads.BuiltinMetadataPath).
 func metadataPath(k kindRef) (path []string, guarded bool) {
-	switch k.group {
-	case "":
-		switch k.kind {
-		case "Pod":
-			return podMetadataPath, true
-		case "ReplicationController":
-			return templateMetadataPath, true
-		}
-	case "apps":
-		switch k.kind {
-		case "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet":
-			return templateMetadataPath, true
-		}
-	case "batch":
-		switch k.kind {
-		case "Job":
-			return templateMetadataPath, true
-		case "CronJob":
-			return cronJobMetadataPath, true
-		}
-	}
-	return nil, false
+	return workloads.BuiltinMetadataPath(k.group, k.kind)
 }
 
 // podMeta is the metadata object that carries the annotation, as found in

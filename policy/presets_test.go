@@ -9,19 +9,19 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
 
 var updatePresets = flag.Bool("update", false, "rewrite the chart's generated workload presets")
 
-// presetsFiles are where the chart and the host read the presets: the
-// chart renders the webhook rules, the RBAC and the
-// ClusterAdmissionPolicy's contextAwareResources of the kinds that
-// settings.workloads enables from it, and the host's audit command
-// (internal/yunikorn/workloads, which embeds its copy) reads the kinds' templates at
-// their paths, so neither can drift from the policy's own table.
+// presetsFiles are where the chart reads the presets: it renders the
+// webhook rules, the RBAC and the ClusterAdmissionPolicy's
+// contextAwareResources of the kinds that settings.workloads enables from
+// it, so it cannot drift from the policy's own table (the host's tools
+// import the table itself, policy/workloads).
 var presetsFiles = []string{
 	filepath.Join("..", "charts", "yunikorn-userinfo", "files", "workload-presets.json"),
-	filepath.Join("..", "internal", "yunikorn", "workloads", "presets.json"),
 }
 
 type presetResource struct {
@@ -41,22 +41,22 @@ func renderPresets(t *testing.T) []byte {
 		Owners []presetResource `json:"owners"`
 	}
 	out := map[string]entry{}
-	for _, p := range presets {
+	for _, p := range workloads.Presets {
 		var e entry
-		for _, k := range p.kinds {
-			r := presetResource{Group: k.group, Version: k.version, Kind: k.kind, Resource: k.resource}
+		for _, k := range p.Kinds {
+			r := presetResource{Group: k.Group, Version: k.Version, Kind: k.Kind, Resource: k.Resource}
 			e.Owners = append(e.Owners, r)
-			r.Paths = k.paths
+			r.Paths = k.Paths
 			e.Kinds = append(e.Kinds, r)
 		}
-		for _, o := range p.extraOwners {
-			require.Equal(t, kindRef{"", "Pod"}, o, "the generator knows the resource of Pod only")
+		for _, o := range p.ExtraOwners {
+			require.Equal(t, workloads.KindRef{Group: "", Kind: "Pod"}, o, "the generator knows the resource of Pod only")
 			e.Owners = append(e.Owners, presetResource{Group: "", Version: "v1", Kind: "Pod", Resource: "pods"})
 		}
-		out[p.name] = e
+		out[p.Name] = e
 	}
 	b, err := json.MarshalIndent(map[string]any{
-		"comment": "Generated from the policy's presets (policy/workloads.go) by `go test ./policy -run TestPresetsFile -update`; do not edit.",
+		"comment": "Generated from the policy's presets (policy/workloads/presets.go) by `go test ./policy -run TestPresetsFile -update`; do not edit.",
 		"presets": out,
 	}, "", "  ")
 	require.NoError(t, err)
@@ -77,15 +77,15 @@ func TestPresetsFile(t *testing.T) {
 
 // Every preset's paths parse, and name kinds that are not built in.
 func TestPresets_valid(t *testing.T) {
-	for _, p := range presets {
-		for _, k := range p.kinds {
-			_, builtin := metadataPath(kindRef{k.group, k.kind})
-			assert.False(t, builtin, k.kind)
-			assert.NotEmpty(t, k.resource, k.kind)
-			assert.NotEmpty(t, k.version, k.kind)
-			for _, text := range k.paths {
-				_, problem := parseAnnotationPath(text)
-				assert.Empty(t, problem, "%s: %s", k.kind, text)
+	for _, p := range workloads.Presets {
+		for _, k := range p.Kinds {
+			_, builtin := metadataPath(kindRef{k.Group, k.Kind})
+			assert.False(t, builtin, k.Kind)
+			assert.NotEmpty(t, k.Resource, k.Kind)
+			assert.NotEmpty(t, k.Version, k.Kind)
+			for _, text := range k.Paths {
+				_, problem := workloads.ParsePath(text)
+				assert.Empty(t, problem, "%s: %s", k.Kind, text)
 			}
 		}
 	}
@@ -96,9 +96,9 @@ func TestPresets_valid(t *testing.T) {
 func TestPresets_inMetadata(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join("..", "metadata.yml"))
 	require.NoError(t, err)
-	for _, p := range presets {
-		for _, k := range p.kinds {
-			entry := "  - apiVersion: " + k.group + "/" + k.version + "\n    kind: " + k.kind + "\n"
+	for _, p := range workloads.Presets {
+		for _, k := range p.Kinds {
+			entry := "  - apiVersion: " + k.Group + "/" + k.Version + "\n    kind: " + k.Kind + "\n"
 			assert.Contains(t, string(md), entry, "metadata.yml contextAwareResources")
 		}
 	}

@@ -116,20 +116,6 @@ func parseQueues(text string) (*queues.Config, error) {
 	return lastQueues, lastQueuesErr
 }
 
-// defaultQueuesYAML is what YuniKorn runs when no configuration is given
-// (yunikorn-core's DefaultSchedulerConfig).
-const defaultQueuesYAML = `
-partitions:
-  - name: default
-    placementrules:
-      - name: tag
-        value: namespace
-        create: true
-    queues:
-      - name: root
-        submitacl: '*'
-`
-
 // Labels and annotations the YuniKorn shim reads from a pod.
 const (
 	labelQueueCanonical = "yunikorn.apache.org/queue"
@@ -317,7 +303,7 @@ func loadQueuesYAML(qc *queueCheckSettings) (string, error) {
 		return "", err
 	}
 	if strings.TrimSpace(text) == "" {
-		return defaultQueuesYAML, nil
+		return queues.DefaultYAML, nil
 	}
 	if len(text) > maxCheckedText {
 		return "", errString(qc.policyGroup + ".yaml is " + strconv.Itoa(len(text)) + " bytes, more than the " + strconv.Itoa(maxCheckedText>>10) + " KiB the queue check reads")

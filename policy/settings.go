@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/jsonx"
 )
 
 // Setting keys, as operators write them in the Kubewarden settings object.
@@ -275,17 +277,7 @@ func parseTrustRBAC(errs *settingsError, v gjson.Result) *rbacReview {
 // eachMember calls f with each member of the settings object v at path,
 // reporting a key given twice instead.
 func eachMember(errs *settingsError, path string, v gjson.Result, f func(name, path string, value gjson.Result)) {
-	seen := map[string]bool{}
-	v.ForEach(func(k, value gjson.Result) bool {
-		name := str(k)
-		if seen[name] {
-			errs.problems = append(errs.problems, path+"."+name+": duplicate key")
-			return true
-		}
-		seen[name] = true
-		f(name, path+"."+name, value)
-		return true
-	})
+	jsonx.EachMember(&errs.problems, path, v, f)
 }
 
 // parseBool accepts only JSON booleans: "true" as a string is a typo that

@@ -16,7 +16,7 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/webhook"
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/audit"
-	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
+	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
 
 // auditFlags are the flags of `audit`.
@@ -270,7 +270,7 @@ func (a *app) auditWorkloads(ctx context.Context, logger *slog.Logger, f *auditF
 	if err := webhook.CheckSettings(ctx, logger, eng, raw); err != nil {
 		return nil, err
 	}
-	kinds, err := workloads.Parse(raw)
+	kinds, err := workloads.ParseSettings(raw)
 	if err != nil {
 		return nil, fmt.Errorf("read the settings' workloads: %w", err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,9 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
-
-	"github.com/yunikorn-userinfo/userinfo/host/engine"
-	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
 )
 
 func TestAudit_argumentErrors(t *testing.T) {
@@ -246,42 +242,4 @@ func TestAudit_settingsWorkloads(t *testing.T) {
 	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-s", "x", "--settings-json", `{}`)
 	assert.Equal(t, 1, res.code)
 	assert.Contains(t, res.stderr, "[settings-json settings-path] were all set")
-}
-
-// The host's reading of settings.workloads (internal/yunikorn/workloads) accepts
-// exactly what the policy's validate_settings accepts, for presets and
-// custom kinds alike: the audit never judges with settings the policy
-// would refuse, nor refuses settings the policy runs with.
-func TestAudit_workloadsContract(t *testing.T) {
-	t.Parallel()
-	eng, err := engine.New(t.Context(), embeddedPolicy, engine.Options{MaxInstances: 1})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = eng.Close(context.Background()) })
-	kind := func(extra string) string {
-		return `{"workloads":[{"group":"example.com","kind":"Trainer","paths":["spec.workers[*].template.metadata.annotations"]` + extra + `}]}`
-	}
-	cases := []string{
-		`{}`, `{"workloads":[]}`, `{"workloads":["kuberay","spark","kubeflow-training","kubeflow-trainer","jobset","leaderworkerset"]}`,
-		`{"workloads":[{"preset":"jobset","operators":["^x$"],"owners":["Pod"]}]}`,
-		kind(``), kind(`,"version":"v1","resource":"trainers","owners":["Pod","example.com/Pool"]`),
-		`{"workloads":[{"group":"","kind":"Thing","paths":["spec.*.a[*][*].annotations","spec.driver.annotations"]}]}`,
-		`{"workloads":"kuberay"}`, `{"workloads":["nope"]}`, `{"workloads":[1]}`, `{"workloads":[{"preset":"nope"}]}`,
-		`{"workloads":[{"preset":"spark","kind":"A","paths":["a.annotations"]}]}`, `{"workloads":[{"kind":"A"}]}`,
-		`{"workloads":["spark","spark"]}`, `{"workloads":["kuberay",{"group":"ray.io","kind":"RayJob","paths":["a.annotations"]}]}`,
-		kind(`,"extra":1`), kind(`,"owners":["a/b/c"]`), kind(`,"owners":[""]`),
-		`{"workloads":[{"kind":"A","paths":[]}]}`, `{"workloads":[{"kind":"A","paths":["spec.x"]}]}`,
-		`{"workloads":[{"kind":"A","paths":["annotations"]}]}`, `{"workloads":[{"kind":"A","paths":["spec.a[1].annotations"]}]}`,
-		`{"workloads":[{"kind":"A","paths":["spec..annotations"]}]}`, `{"workloads":[{"kind":"A","paths":["spec.*x.annotations"]}]}`,
-		`{"workloads":[{"kind":"a.b","paths":["x.annotations"]}]}`, `{"workloads":[{"kind":"","paths":["x.annotations"]}]}`,
-		`{"workloads":[{"group":"a b","kind":"A","paths":["x.annotations"]}]}`, `{"workloads":[{"kind":1,"paths":["x.annotations"]}]}`,
-		`{"workloads":[{"kind":"A","paths":["x.annotations"],"version":""}]}`, `{"workloads":[{"kind":"A","paths":["x.annotations"],"resource":1}]}`,
-		`{"workloads":[{"kind":"A","paths":["x.annotations"],"operators":"x"}]}`, `{"workloads":[{"kind":"A","paths":"x.annotations"}]}`,
-		`{"workloads":[{"kind":"A","paths":[1]}]}`, `{"workloads":null}`,
-	}
-	for _, c := range cases {
-		sv, err := eng.ValidateSettings(t.Context(), json.RawMessage(c))
-		require.NoError(t, err, c)
-		_, herr := workloads.Parse(json.RawMessage(c))
-		assert.Equal(t, sv.Valid, herr == nil, "%s: policy valid=%v (%s), host: %v", c, sv.Valid, sv.Message, herr)
-	}
 }

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/userinfo"
 )
 
 // AnnotationKey is the annotation the policy records the submitter in.
-const AnnotationKey = "yunikorn.apache.org/user.info"
+const AnnotationKey = userinfo.AnnotationKey
 
 // Messages, as the policy module words them (policy/decide.go).
 const (

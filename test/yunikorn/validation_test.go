@@ -319,3 +319,10 @@ var validationEdgeCases = []string{
 	"partitions: [{name: default, queues: [{name: root}], placementrules: [{name: fixed, value: nope}, {name: user, parent: {name: fixed, value: root.x}, create: true}, {name: fixed, value: x, parent: {name: fixed, value: root.y}}]}]",
 	"partitions: [{name: default, queues: [{name: root, submitacl: 'a  b'}]}]",
 }
+
+// The built-in configuration that the policy's queue check and the
+// audit fall back to is the one yunikorn-core runs without a
+// configuration, text for text.
+func TestDefaultYAMLMatchesCore(t *testing.T) {
+	assert.Equal(t, configs.DefaultSchedulerConfig, queues.DefaultYAML)
+}

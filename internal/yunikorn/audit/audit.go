@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
 	"github.com/yunikorn-userinfo/userinfo/policy/queues"
+	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
 
 // The rules a finding can break.

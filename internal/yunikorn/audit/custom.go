@@ -2,15 +2,20 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"unsafe"
 
+	"github.com/tidwall/gjson"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
+	"github.com/yunikorn-userinfo/userinfo/policy/jsontext"
+	"github.com/yunikorn-userinfo/userinfo/policy/jsonx"
+	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
 
 // kindRefOf is the group and kind an owner reference names.
@@ -141,7 +146,7 @@ func groupName(g string) string {
 // identity must be its controller's when an operator made it.
 func (s *scan) checkCustom(ctx context.Context, k *workloads.Kind, apiVersion string, u *unstructured.Unstructured) {
 	res := Resource{APIVersion: apiVersion, Kind: k.Kind, Namespace: u.GetNamespace(), Name: u.GetName(), UID: u.GetUID()}
-	tmpls, err := k.Templates(u.Object)
+	tmpls, err := templatesOf(k, u)
 	if err != nil {
 		s.add(Finding{Rule: RuleInvalid, Resource: res,
 			Message: "the object's templates cannot be read at the paths of " + k.Entry + ": " + err.Error()})
@@ -158,6 +163,17 @@ func (s *scan) checkCustom(ctx context.Context, k *workloads.Kind, apiVersion st
 	s.auditedKind(res, k.String())
 }
 
+// templatesOf finds the templates of an object of a custom kind, as the
+// policy finds them: on the object as JSON.
+func templatesOf(k *workloads.Kind, u *unstructured.Unstructured) ([]workloads.Template, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encode the object as JSON: %w", err)
+	}
+	// b is not written again: the text need not be copied.
+	return k.Templates(gjson.Parse(unsafe.String(unsafe.SliceData(b), len(b))))
+}
+
 // otherScheduler reports whether every pod template found names a
 // scheduler other than YuniKorn in its spec.schedulerName (none of its
 // Pods reach YuniKorn). Templates without one are YuniKorn's as far as a
@@ -165,12 +181,16 @@ func (s *scan) checkCustom(ctx context.Context, k *workloads.Kind, apiVersion st
 func otherScheduler(tmpls []workloads.Template, scheduler string) bool {
 	pods := 0
 	for _, t := range tmpls {
-		if t.Holder == nil {
+		if !t.Holder.Exists() {
 			continue
 		}
 		pods++
-		spec, _ := t.Holder["spec"].(map[string]any)
-		name, _ := spec["schedulerName"].(string)
+		name := ""
+		if spec, _ := jsonx.Member(t.Holder, "spec"); spec.IsObject() {
+			if n, _ := jsonx.Member(spec, "schedulerName"); n.Type == gjson.String {
+				name = jsontext.Str(n)
+			}
+		}
 		if name == "" || name == scheduler {
 			return false
 		}
@@ -296,7 +316,7 @@ func (s *scan) customOwner(ctx context.Context, ns string, ref *metav1.OwnerRefe
 // recorded is the identity an object of a custom kind records: the one
 // valid value every template that has one carries.
 func recorded(k *workloads.Kind, u *unstructured.Unstructured) (Identity, bool) {
-	tmpls, err := k.Templates(u.Object)
+	tmpls, err := templatesOf(k, u)
 	if err != nil { // malformed: reported on the object itself
 		return Identity{}, false
 	}

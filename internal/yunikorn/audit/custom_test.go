@@ -22,7 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
+	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
 
 var (
@@ -74,7 +74,7 @@ func customCluster(t *testing.T, core []runtime.Object, custom ...runtime.Object
 
 func customSettings(t *testing.T) *workloads.Set {
 	t.Helper()
-	set, err := workloads.Parse(json.RawMessage(`{"workloads":["kuberay","spark",
+	set, err := workloads.ParseSettings([]byte(`{"workloads":["kuberay","spark",
 		{"group":"example.com","kind":"Trainer","paths":["spec.workers[*].template.metadata.annotations"],"owners":["Pod"]}]}`))
 	require.NoError(t, err)
 	return set
@@ -233,7 +233,7 @@ func TestRun_customKindsPaging(t *testing.T) {
 		}
 		return true, l, nil
 	})
-	set, err := workloads.Parse(json.RawMessage(`{"workloads":["kuberay"]}`))
+	set, err := workloads.ParseSettings([]byte(`{"workloads":["kuberay"]}`))
 	require.NoError(t, err)
 	// In one namespace: the fake drops the options of a list of every
 	// namespace (client-go testing.NewRootListActionWithOptions).
@@ -259,7 +259,7 @@ func TestRun_customKindsDiscoveryError(t *testing.T) {
 	cs.PrependReactor("get", "resource", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, fmt.Errorf("connection refused")
 	})
-	set, err := workloads.Parse(json.RawMessage(`{"workloads":["jobset"]}`))
+	set, err := workloads.ParseSettings([]byte(`{"workloads":["jobset"]}`))
 	require.NoError(t, err)
 	_, err = Run(t.Context(), cs, Options{Workloads: set, Dynamic: dyn})
 	require.ErrorContains(t, err, "discover the resource of JobSet.jobset.x-k8s.io in jobset.x-k8s.io/v1alpha2: connection refused")

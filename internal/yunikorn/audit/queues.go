@@ -17,21 +17,6 @@ import (
 // application would be placed in.
 const RuleQueue = "queue-not-allowed"
 
-// defaultQueuesYAML is the configuration YuniKorn runs without one: every
-// namespace a queue of its own under root, open to everyone (the
-// scheduler's built-in default, as the policy's queue check assumes it).
-const defaultQueuesYAML = `
-partitions:
-  - name: default
-    placementrules:
-      - name: tag
-        value: namespace
-        create: true
-    queues:
-      - name: root
-        submitacl: '*'
-`
-
 // QueueConfig says where YuniKorn's queue configuration is.
 type QueueConfig struct {
 	// Namespace holds the yunikorn-defaults and yunikorn-configs
@@ -72,7 +57,7 @@ func LoadQueues(ctx context.Context, cs kubernetes.Interface, qc QueueConfig) (*
 		from = "YuniKorn's built-in default (no " + key + " in " + qc.Namespace + "/yunikorn-configs or yunikorn-defaults)"
 	}
 	if strings.TrimSpace(text) == "" {
-		text = defaultQueuesYAML
+		text = queues.DefaultYAML
 	}
 	cfg, err := queues.Parse([]byte(text))
 	if err != nil {

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	goruntime "runtime"
@@ -21,7 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
+	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
 
 // BenchmarkRun_100kPods audits 100,000 Pods served 500 a page, built on
@@ -92,7 +91,7 @@ func BenchmarkRun_100kPods(b *testing.B) {
 // no one (a finding).
 func BenchmarkRun_20kRayClusters(b *testing.B) {
 	const total = 20_000
-	set, err := workloads.Parse(json.RawMessage(`{"workloads":["kuberay"]}`))
+	set, err := workloads.ParseSettings([]byte(`{"workloads":["kuberay"]}`))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,11 +15,11 @@ package ykconfig
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,13 +28,15 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/shimconf"
 )
 
 // The names of the two ConfigMaps the k8shim reads, in its namespace
 // (k8shim v1.9 pkg/common/constants/constants.go).
 const (
-	ConfigMapName         = "yunikorn-configs"
-	DefaultsConfigMapName = "yunikorn-defaults"
+	ConfigMapName         = shimconf.ConfigsName
+	DefaultsConfigMapName = shimconf.DefaultsName
 )
 
 // Source is what YuniKorn's admission controller reads: yunikorn-defaults,
@@ -211,70 +213,100 @@ type entry struct {
 	err error
 }
 
-// flatten merges the ConfigMaps as the k8shim's FlattenConfigMaps does
-// (k8shim v1.9 pkg/conf/schedulerconf.go): yunikorn-defaults first, then
-// yunikorn-configs over it; in each, data first, then binaryData, whose keys
-// lose their last dot-separated part and whose value is gunzipped when that
-// part is "gz" (any other suffix yields an empty value, and a value that
-// does not gunzip the empty key, as in the shim).
+// flatten merges the ConfigMaps as the k8shim's FlattenConfigMaps does,
+// key by key through shimconf.Lookup, the rules the policy reads them
+// by: every key either ConfigMap sets, with the value that wins.
 func flatten(s Source) map[string]entry {
-	out := map[string]entry{}
+	maps := s.maps()
+	keys := map[string]bool{}
 	for _, cm := range []*corev1.ConfigMap{s.Defaults, s.Configs} {
 		if cm == nil {
 			continue
 		}
-		set := func(key string, e entry) {
-			if prev, ok := out[key]; ok && prev.from != e.from && cm == s.Configs {
-				e.over = &prev.value
+		for k := range cm.Data {
+			keys[k] = true
+		}
+		for k := range cm.BinaryData {
+			key, gz := shimconf.BinaryKey(k)
+			keys[key] = true
+			if gz {
+				keys[""] = true // where a value that does not inflate goes
 			}
-			out[key] = e
 		}
-		for k, v := range cm.Data {
-			set(k, entry{value: v, from: cm.Name})
+	}
+	out := map[string]entry{}
+	for key := range keys {
+		v, err := shimconf.Lookup(maps, key)
+		if err == nil && !v.Set {
+			continue
 		}
-		for k, v := range cm.BinaryData {
-			key, value, err := decompress(k, v)
-			set(key, entry{value: value, from: cm.Name + " (binaryData " + k + ")", err: err})
+		e := s.entry(v, err)
+		if err == nil && v.Map == 1 {
+			if d, _ := shimconf.Lookup(maps[:1], key); d.Set {
+				e.over = &d.Text
+			}
 		}
+		out[key] = e
 	}
 	return out
 }
 
-// maxInflated bounds what one compressed value may inflate to.
-const maxInflated = 16 << 20
+// maps is s for shimconf.Lookup: defaults, then configs.
+func (s Source) maps() []shimconf.ConfigMap {
+	maps := make([]shimconf.ConfigMap, 2)
+	for i, cm := range []*corev1.ConfigMap{s.Defaults, s.Configs} {
+		if cm != nil {
+			maps[i] = configMap{cm}
+		}
+	}
+	return maps
+}
 
-func decompress(key string, value []byte) (string, string, error) {
-	parts := strings.Split(key, ".")
-	suffix := parts[len(parts)-1]
-	stripped, _ := strings.CutSuffix(key, "."+suffix)
-	if !strings.EqualFold(suffix, "gz") {
-		return stripped, "", nil
+// entry is what Lookup found, with the name of where it came from.
+func (s Source) entry(v shimconf.Value, err error) entry {
+	cms := []*corev1.ConfigMap{s.Defaults, s.Configs}
+	var tooLarge *shimconf.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return entry{from: cms[tooLarge.Map].Name + " (binaryData " + tooLarge.Key + ")", err: fmt.Errorf("%w, which is not read", err)}
 	}
-	r, err := gzip.NewReader(bytes.NewReader(value))
-	if err != nil {
-		return "", "", nil
+	e := entry{value: v.Text, from: cms[v.Map].Name}
+	if v.Binary != "" {
+		e.from += " (binaryData " + v.Binary + ")"
 	}
-	defer r.Close()
-	b, err := io.ReadAll(io.LimitReader(r, maxInflated+1))
-	if err != nil {
-		return "", "", nil
+	return e
+}
+
+// configMap is a decoded ConfigMap for shimconf; binaryData is walked in
+// key order.
+type configMap struct{ cm *corev1.ConfigMap }
+
+func (c configMap) Data(key string) (string, bool) {
+	v, ok := c.cm.Data[key]
+	return v, ok
+}
+
+func (c configMap) EachBinary(f func(key string, value func() ([]byte, error)) bool) {
+	keys := make([]string, 0, len(c.cm.BinaryData))
+	for k := range c.cm.BinaryData {
+		keys = append(keys, k)
 	}
-	if len(b) > maxInflated {
-		return stripped, "", fmt.Errorf("binaryData %s inflates to more than %d MiB, which is not read", key, maxInflated>>20)
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := c.cm.BinaryData[k]
+		if !f(k, func() ([]byte, error) { return v, nil }) {
+			return
+		}
 	}
-	return stripped, string(b), nil
 }
 
 // Lookup returns the value of key in the ConfigMaps as the shim flattens
 // them, where it came from, and whether any sets it; an error when the
 // value that wins cannot be read.
 func (s Source) Lookup(key string) (value, from string, ok bool, err error) {
-	e, ok := flatten(s)[key]
-	if !ok {
+	v, err := shimconf.Lookup(s.maps(), key)
+	if err == nil && !v.Set {
 		return "", "", false, nil
 	}
-	if e.err != nil {
-		return "", e.from, true, e.err
-	}
-	return e.value, e.from, true, nil
+	e := s.entry(v, err)
+	return e.value, e.from, true, e.err
 }

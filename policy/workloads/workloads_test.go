@@ -1,24 +1,25 @@
 package workloads
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/jsonx"
 )
 
-func decode(t *testing.T, s string) map[string]any {
+func decode(t *testing.T, s string) gjson.Result {
 	t.Helper()
-	var m map[string]any
-	require.NoError(t, json.Unmarshal([]byte(s), &m))
-	return m
+	require.True(t, gjson.Valid(s), s)
+	return gjson.Parse(s)
 }
 
 // Presets resolve from the generated file, with their record path, extra
 // owners and versions; custom kinds keep their paths.
 func TestParse(t *testing.T) {
-	s, err := Parse(json.RawMessage(`{"bypassAuth":false,"workloads":["kuberay",{"preset":"leaderworkerset","operators":["x"]},
+	s, err := ParseSettings([]byte(`{"bypassAuth":false,"workloads":["kuberay",{"preset":"leaderworkerset","operators":["x"]},
 		{"group":"example.com","kind":"Trainer","paths":["spec.workers[*].template.metadata.annotations"],"owners":["Pod","example.com/Pool"]}]}`))
 	require.NoError(t, err)
 	var names []string
@@ -40,17 +41,17 @@ func TestParse(t *testing.T) {
 	assert.False(t, s.IsOwner(KindRef{"apps", "ReplicaSet"}))
 	assert.Nil(t, s.Kind(KindRef{"ray.io", "Nope"}))
 
-	none, err := Parse(json.RawMessage(`{}`))
+	none, err := ParseSettings([]byte(`{}`))
 	require.NoError(t, err)
 	assert.Empty(t, none.Kinds)
-	assert.ElementsMatch(t, []string{"jobset", "kubeflow-trainer", "kubeflow-training", "kuberay", "leaderworkerset", "spark"}, PresetNames())
+	assert.Equal(t, "kuberay, spark, kubeflow-training, kubeflow-trainer, jobset, leaderworkerset", PresetNames())
 }
 
 func TestParse_errors(t *testing.T) {
 	for settings, want := range map[string]string{
 		`[]`:                             "settings: must be a JSON object",
-		`{"workloads":{}}`:               "settings.workloads: must be an array of presets (jobset, kubeflow-trainer",
-		`{"workloads":["nope"]}`:         `settings.workloads[0]: unknown preset "nope" (presets: jobset,`,
+		`{"workloads":{}}`:               "settings.workloads: must be an array of presets (kuberay, spark, kubeflow-training, kubeflow-trainer, jobset, leaderworkerset) or objects, got object {}",
+		`{"workloads":["nope"]}`:         `settings.workloads[0]: unknown preset "nope" (presets: kuberay, spark,`,
 		`{"workloads":[1]}`:              "settings.workloads[0]: must be a preset name or an object",
 		`{"workloads":[{"preset":"x"}]}`: `settings.workloads[0].preset: unknown preset "x"`,
 		`{"workloads":[{"kind":"A"}]}`:   "settings.workloads[0]: must name a preset, or a kind with its paths",
@@ -65,7 +66,7 @@ func TestParse_errors(t *testing.T) {
 		`{"workloads":[{"kind":1,"paths":["x.annotations"]}]}`:                      "settings.workloads[0].kind: must be a string",
 		`{"workloads":[{"kind":"A","paths":["x.annotations"],"resource":""}]}`:      "settings.workloads[0].resource: must be a non-empty string",
 	} {
-		_, err := Parse(json.RawMessage(settings))
+		_, err := ParseSettings([]byte(settings))
 		assert.ErrorContains(t, err, want, settings)
 	}
 }
@@ -74,7 +75,7 @@ func TestParse_errors(t *testing.T) {
 // or member; a template must exist up to its metadata, which may be
 // absent; null is absent; a level of the wrong type is malformed.
 func TestTemplates(t *testing.T) {
-	s, err := Parse(json.RawMessage(`{"workloads":["kuberay","kubeflow-training","spark"]}`))
+	s, err := ParseSettings([]byte(`{"workloads":["kuberay","kubeflow-training","spark"]}`))
 	require.NoError(t, err)
 	rc := s.Kind(KindRef{"ray.io", "RayCluster"})
 	got, err := rc.Templates(decode(t, `{"metadata":{"name":"r","annotations":{"yunikorn.apache.org/user.info":"{\"user\":\"a\"}"}},
@@ -85,29 +86,31 @@ func TestTemplates(t *testing.T) {
 		Field   string
 		Value   string
 		Present bool
-		Sched   any
+		Sched   string
 	}
 	var out []short
 	for _, tm := range got {
-		var sched any
-		if tm.Holder != nil {
-			sched = tm.Holder["spec"]
+		sched := ""
+		if tm.Holder.Exists() {
+			sched = tm.Holder.Get("spec").Raw
 		}
 		out = append(out, short{tm.Field, tm.Value, tm.Present, sched})
 	}
 	assert.Equal(t, []short{
-		{"spec.headGroupSpec.template.metadata.annotations", "", false, map[string]any{"schedulerName": "yunikorn"}},
-		{"spec.workerGroupSpecs[0].template.metadata.annotations", "x", true, nil},
-		{"spec.workerGroupSpecs[3].template.metadata.annotations", "", false, nil},
-		{"metadata.annotations", `{"user":"a"}`, true, nil},
+		{"spec.headGroupSpec.template.metadata.annotations", "", false, `{"schedulerName":"yunikorn"}`},
+		{"spec.workerGroupSpecs[0].template.metadata.annotations", "x", true, ""},
+		{"spec.workerGroupSpecs[3].template.metadata.annotations", "", false, ""},
+		{"metadata.annotations", `{"user":"a"}`, true, ""},
 	}, out)
 
 	pt := s.Kind(KindRef{"kubeflow.org", "PyTorchJob"})
 	got, err = pt.Templates(decode(t, `{"metadata":{},"spec":{"pytorchReplicaSpecs":{"Worker":{"template":{}},"Master":{"template":{"metadata":{"annotations":{}}}}}}}`))
 	require.NoError(t, err)
 	require.Len(t, got, 3)
-	assert.Equal(t, "spec.pytorchReplicaSpecs.Master.template.metadata.annotations", got[0].Field)
-	assert.Equal(t, "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations", got[1].Field)
+	// Members in document order (the host marshals objects with sorted
+	// keys), as the policy walks them.
+	assert.Equal(t, "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations", got[0].Field)
+	assert.Equal(t, "spec.pytorchReplicaSpecs.Master.template.metadata.annotations", got[1].Field)
 
 	spark := s.Kind(KindRef{"sparkoperator.k8s.io", "SparkApplication"})
 	got, err = spark.Templates(decode(t, `{"spec":{"driver":{"annotations":{"yunikorn.apache.org/user.info":"v"}}}}`))
@@ -119,11 +122,11 @@ func TestTemplates(t *testing.T) {
 		`{"spec":{"workerGroupSpecs":{}}}`:                                        "spec.workerGroupSpecs: must be an array, got object",
 		`{"spec":{"workerGroupSpecs":[{"template":"x"}]}}`:                        "spec.workerGroupSpecs[0].template: must be an object, got string",
 		`{"spec":{"headGroupSpec":{"template":{"metadata":{"annotations":[]}}}}}`: "spec.headGroupSpec.template.metadata.annotations: must be an object, got array",
-		`{"metadata":{"annotations":{"yunikorn.apache.org/user.info":1}}}`:        "metadata.annotations.yunikorn.apache.org/user.info: must be a string, got number",
+		`{"metadata":{"annotations":{"yunikorn.apache.org/user.info":1}}}`:        `metadata.annotations["yunikorn.apache.org/user.info"]: must be a string, got number`,
 		`{"spec":{"workerGroupSpecs":[1]}}`:                                       "spec.workerGroupSpecs[0]: must be an object, got number",
 	} {
 		_, err := rc.Templates(decode(t, obj))
-		var me *MalformedError
+		var me *jsonx.InputError
 		require.ErrorAs(t, err, &me, obj)
 		assert.EqualError(t, err, want)
 	}
