@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -15,10 +16,10 @@ import (
 // someone else's application ID runs in their application, queue and
 // quota, and so does a Pod without an ID in a namespace where another
 // user's Pods already share the ID the shim generates for it. With
-// applicationOwnership on, a Pod that would join an application whose live
+// applicationOwnership on, a Pod that would join an application whose
 // Pods belong to another user is refused (enforce) or admitted with a
-// warning (warn), on CREATE and on an UPDATE that changes the application
-// of a Pod not yet bound.
+// warning (warn), whenever the shim would add it: on CREATE, when its last
+// scheduling gate goes, and on an UPDATE that changes its application.
 
 // appOwnershipSettings say what to do, and for which scheduler's Pods.
 type appOwnershipSettings struct {
@@ -29,20 +30,23 @@ type appOwnershipSettings struct {
 	// ID then gets one of its own rather than its namespace's.
 	uniqueAppIDs bool
 	uniqueSet    bool // generateUniqueAppIds was given
+	// completingTimeout is how long yunikorn-core keeps an application
+	// after its last task completed: a finished Pod holds it that long.
+	completingTimeout time.Duration
 }
 
 // parseAppOwnership reads applicationOwnership: a mode, or {mode,
-// schedulerName, generateUniqueAppIds}.
+// schedulerName, generateUniqueAppIds, completingTimeout}.
 func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSettings {
 	const key = "settings." + keyAppOwnership
-	a := &appOwnershipSettings{mode: queueCheckOff, schedulerName: "yunikorn"}
+	a := &appOwnershipSettings{mode: queueCheckOff, schedulerName: "yunikorn", completingTimeout: defaultCompletingTimeout}
 	mode := func(path string, m gjson.Result) { parseMode(errs, path, m, &a.mode) }
 	if v.Type == gjson.String {
 		mode(key, v)
 		return a
 	}
 	if !isObject(v) {
-		errs.problems = append(errs.problems, key+": must be a mode (enforce, warn, off) or an object with mode, schedulerName and generateUniqueAppIds, got "+describe(v))
+		errs.problems = append(errs.problems, key+": must be a mode (enforce, warn, off) or an object with mode, schedulerName, generateUniqueAppIds and completingTimeout, got "+describe(v))
 		return nil
 	}
 	hasMode := false
@@ -59,14 +63,31 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 			a.schedulerName = str(f)
 		case "generateUniqueAppIds":
 			a.uniqueAppIDs, a.uniqueSet = parseBool(errs, keyAppOwnership+"."+name, f, false), true
+		case "completingTimeout":
+			a.completingTimeout = parseCompletingTimeout(errs, path, f)
 		default:
-			errs.problems = append(errs.problems, key+": unknown key "+quote(name)+" (known keys: mode, schedulerName, generateUniqueAppIds)")
+			errs.problems = append(errs.problems, key+": unknown key "+quote(name)+" (known keys: mode, schedulerName, generateUniqueAppIds, completingTimeout)")
 		}
 	})
 	if !hasMode {
 		errs.problems = append(errs.problems, key+".mode: missing")
 	}
 	return a
+}
+
+// defaultCompletingTimeout is yunikorn-core v1.9's completingTimeout: how
+// long it keeps an application after its last task completed.
+const defaultCompletingTimeout = 30 * time.Second
+
+// parseCompletingTimeout reads a non-negative duration such as "30s".
+func parseCompletingTimeout(errs *settingsError, path string, f gjson.Result) time.Duration {
+	if f.Type == gjson.String {
+		if d, err := time.ParseDuration(str(f)); err == nil && d >= 0 {
+			return d
+		}
+	}
+	errs.problems = append(errs.problems, path+": must be a duration of zero or more such as 30s or 1m, got "+describe(f))
+	return defaultCompletingTimeout
 }
 
 // podAppID is the application ID a Pod names (its metadata's labels and
@@ -94,106 +115,177 @@ func (a *appOwnershipSettings) appIDOf(ns string, meta gjson.Result) (id string,
 	return appid.Of(ns, appIDLookup(meta.Get("labels")), appIDLookup(meta.Get("annotations")), a.uniqueAppIDs)
 }
 
-// checkAppOwnership applies applicationOwnership to an admitted Pod: a
-// CREATE, or an UPDATE that changes the application of a Pod not yet bound
-// (old is nil on CREATE).
+// resolvedAppID is the application the shim gives a Pod of namespace ns
+// with uid and metadata meta (appid.Resolve): "" when it needs a uid the
+// Pod has not got yet, and no other Pod can be in it.
+func (a *appOwnershipSettings) resolvedAppID(ns, uid string, meta gjson.Result) string {
+	return appid.Resolve(ns, uid, appIDLookup(meta.Get("labels")), appIDLookup(meta.Get("annotations")), a.uniqueAppIDs)
+}
+
+// attached reports whether the shim has made the Pod p a task of its
+// application: a Pod of the scheduler that has no scheduling gate (the
+// shim adds a gated Pod to no application until its gates are removed, and
+// gates cannot be added back) and has not finished (the shim completes a
+// finished Pod's task).
+func (a *appOwnershipSettings) attached(p gjson.Result) bool {
+	if sched := p.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != a.schedulerName {
+		return false
+	}
+	return joined(p)
+}
+
+// joined reports whether a Pod of the scheduler is a task the shim counts:
+// it has no scheduling gate and has not finished.
+func joined(p gjson.Result) bool {
+	if g := p.Get("spec.schedulingGates"); g.IsArray() && len(g.Array()) > 0 {
+		return false
+	}
+	return !terminated(p)
+}
+
+// checkAppOwnership applies applicationOwnership to an admitted Pod CREATE
+// or UPDATE (old is nil on CREATE). The shim reads a Pod's application on
+// every event of it, and adds it as a task of that application unless it
+// is gated or finished (k8shim v1.9 Context.UpdatePod): so the Pod joins
+// an application on a CREATE, on the UPDATE that removes its last gate,
+// and on any UPDATE that changes its application ID, bound or not.
 func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, old *podMeta) decision {
 	ao := s.AppOwnership
 	if ao == nil || ao.mode == queueCheckOff || !d.accepted || kind != (kindRef{"", "Pod"}) {
 		return d
 	}
 	pod := cur.podObject()
-	if sched := pod.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != ao.schedulerName {
-		return d
+	if !ao.attached(pod) {
+		return d // joins nothing now
 	}
 	ns := ""
 	if r.namespace.Type == gjson.String {
 		ns = str(r.namespace)
 	}
-	appID, generated := ao.appIDOf(ns, pod.Get("metadata"))
+	uid := str(pod.Get("metadata.uid"))
+	var before gjson.Result
+	if old != nil {
+		before = old.podObject()
+		if uid == "" {
+			uid = str(before.Get("metadata.uid"))
+		}
+	}
+	appID := ao.resolvedAppID(ns, uid, pod.Get("metadata"))
 	if appID == "" {
 		return d // an application of its own
 	}
-	if old != nil {
-		if !unbound(old) {
-			return d
+	oldID := ""
+	if old != nil && joined(before) { // spec.schedulerName is immutable
+		if oldID = ao.resolvedAppID(ns, uid, before.Get("metadata")); oldID == appID {
+			return d // already its task
 		}
-		if oldID, _ := ao.appIDOf(ns, old.podObject().Get("metadata")); oldID == appID {
-			return d // checked when it was set
-		}
-	}
-	gns := appid.GeneratedNamespace(appID)
-	if generated || appID == appid.Generated(ns) {
-		gns = ns // also when the ID was cut to 63 bytes and names no namespace in full
 	}
 	user, _ := recordedIdentity(d, cur, s)
-	owner, ownerPod, err := appOwner(ao, appID, gns, user, s)
+	self := ns + "/" + str(pod.Get("metadata.name"))
+	found, err := appOwned(ao, appID, user, self, s)
 	if err != nil {
 		return checkSkipped(d, "application ownership check", "the Pods of application "+appID+" could not be listed: "+err.Error())
 	}
-	if owner == "" {
+	if !found && oldID != "" {
+		// The shim adds it to the new application and keeps its task in
+		// the old one, which it completes no more: the old application
+		// would stay the Pod's user's for good, with no Pod left to show it.
+		return checkFound(d, "application ownership", ao.mode, "pod "+self+" is already a task of YuniKorn application "+oldID+
+			": the scheduler would add it to application "+appID+" as well and keep it in "+oldID+
+			" for as long as it runs, so its application cannot change; create a new pod instead")
+	}
+	if !found {
 		return d
 	}
-	msg := "application " + appID + " belongs to user " + owner + " (pod " + ownerPod + "): a pod of user " + user + " may not join it"
-	if generated {
+	msg := "application " + appID + " is owned by another user: a pod of user " + user + " may not join it"
+	if appID == appid.Generated(ns) && podAppID(pod.Get("metadata.labels"), pod.Get("metadata.annotations")) == "" {
 		msg = "pods without an application ID in namespace " + ns + " join YuniKorn's generated application " + appID +
-			", which belongs to user " + owner + " (pod " + ownerPod + "): a pod of user " + user +
+			", which is owned by another user: a pod of user " + user +
 			" may not join it; label it with an application ID of its own (applicationId), or run YuniKorn with admissionController.filtering.generateUniqueAppId"
 	}
-	return checkFound(d, "application ownership", ao.mode, msg)
+	return checkFound(d, "application ownership", ao.mode, msg+ownerHint)
+}
+
+// ownerHint ends a refusal: the owner is not named, since any user who may
+// create a Pod would learn who runs what in namespaces they cannot read.
+const ownerHint = "; who owns it is not shown here: a user who may list Pods in every namespace finds out with yunikorn-userinfo audit"
+
+// podListFields are the fields the ownership check reads of each Pod.
+const podListFields = `["metadata.name","metadata.namespace","metadata.uid","metadata.labels","metadata.annotations","spec.schedulerName","spec.schedulingGates","status.phase","status.containerStatuses.state.terminated.finishedAt"]`
+
+// appOwned reports whether application appID is another user's than user:
+// whether a Pod of another user, other than self (namespace/name), is a
+// task of it that the shim still counts. The shim keys applications by
+// the ID alone, so the Pods of every namespace are read, each resolved as
+// the shim resolves it (explicit, generated, cut, per Pod); a gated Pod is
+// no task; a finished one counts until completingTimeout after it
+// finished, as yunikorn-core keeps the application that long.
+func appOwned(ao *appOwnershipSettings, appID, user, self string, s *Settings) (bool, error) {
+	items, err := listPods("", "")
+	if err != nil {
+		return false, err
+	}
+	now := time.Now()
+	found := false
+	items.ForEach(func(_, p gjson.Result) bool {
+		meta := p.Get("metadata")
+		ns := str(meta.Get("namespace"))
+		if sched := p.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != ao.schedulerName {
+			return true
+		}
+		if g := p.Get("spec.schedulingGates"); g.IsArray() && len(g.Array()) > 0 {
+			return true
+		}
+		if ns+"/"+str(meta.Get("name")) == self {
+			return true
+		}
+		if ao.resolvedAppID(ns, str(meta.Get("uid")), meta) != appID {
+			return true
+		}
+		if terminated(p) && !ao.completing(p, now) {
+			return true
+		}
+		if podUser(meta, s) != user {
+			found = true
+			return false
+		}
+		return true
+	})
+	return found, nil
+}
+
+// completing reports whether the finished Pod p still holds its
+// application: it finished less than completingTimeout ago, by the latest
+// finish time of its containers. A Pod with no finish time, or one the
+// clock has not reached, finished now.
+func (a *appOwnershipSettings) completing(p gjson.Result, now time.Time) bool {
+	var last time.Time
+	known := false
+	p.Get("status.containerStatuses").ForEach(func(_, c gjson.Result) bool {
+		v := c.Get("state.terminated.finishedAt")
+		if v.Type != gjson.String {
+			return true
+		}
+		t, err := time.Parse(time.RFC3339, str(v))
+		if err != nil {
+			return true
+		}
+		if !known || t.After(last) {
+			last, known = t, true
+		}
+		return true
+	})
+	if !known || last.After(now) {
+		return a.completingTimeout > 0
+	}
+	return now.Sub(last) < a.completingTimeout
 }
 
 // unbound reports whether a Pod (as pm has it) is not yet bound to a node:
-// the shim still reads its application when it schedules it.
+// the shim still reads its queue when it schedules it.
 func unbound(pm *podMeta) bool {
 	n := pm.podObject().Get("spec.nodeName")
 	return n.Type != gjson.String || str(n) == ""
-}
-
-// podListFields are the fields the ownership check reads of each Pod.
-const podListFields = `["metadata.name","metadata.namespace","metadata.labels","metadata.annotations","spec.schedulerName","status.phase"]`
-
-// appOwner finds a live Pod of another user than user in application
-// appID, wherever it is: the Pods of every namespace that carry the ID in a
-// label the shim reads, and, when appID is the generated ID of namespace
-// gns, the Pods of gns that name no ID. Each counts only if its own
-// application, by the shim's order, is appID.
-func appOwner(ao *appOwnershipSettings, appID, gns, user string, s *Settings) (owner, pod string, err error) {
-	visit := func(items gjson.Result) {
-		items.ForEach(func(_, p gjson.Result) bool {
-			meta := p.Get("metadata")
-			if p.Get("spec.schedulerName").String() != ao.schedulerName || terminated(p) {
-				return true
-			}
-			if id, _ := ao.appIDOf(meta.Get("namespace").String(), meta); id != appID {
-				return true
-			}
-			if other := podUser(meta, s); other != user {
-				owner, pod = other, meta.Get("namespace").String()+"/"+meta.Get("name").String()
-				return false
-			}
-			return true
-		})
-	}
-	if appid.ValidLabelValue(appID) {
-		for _, key := range [...]string{appid.LabelCanonical, appid.Label, appid.LabelSpark} {
-			items, err := listPods("", key+"="+appID)
-			if err != nil {
-				return "", "", err
-			}
-			if visit(items); owner != "" {
-				return owner, pod, nil
-			}
-		}
-	}
-	if gns != "" {
-		items, err := listPods(gns, "")
-		if err != nil {
-			return "", "", err
-		}
-		visit(items)
-	}
-	return owner, pod, nil
 }
 
 // terminated reports whether a Pod has finished: the shim no longer counts

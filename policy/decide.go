@@ -187,11 +187,12 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 	} else {
 		var old *podMeta
 		d, old, err = decideUpdate(r, path, cur)
-		if err == nil && kind == (kindRef{"", "Pod"}) && unbound(old) {
-			// The shim reads a Pod's application and queue when it
-			// schedules it, not when it was created: an UPDATE before
-			// binding that moves it is checked as a CREATE would be.
-			if queueMoved(old, cur) || appMoved(s, r, old, cur) {
+		if err == nil && kind == (kindRef{"", "Pod"}) {
+			// The shim reads a Pod's queue when it schedules it, not when
+			// it was created: an UPDATE before binding that moves it is
+			// checked as a CREATE would be. It reads the Pod's
+			// application on every event of the Pod (§3.5).
+			if unbound(old) && (queueMoved(old, cur) || appMoved(s, r, old, cur)) {
 				d = checkQueue(d, r, s, kind, cur)
 			}
 			d = checkAppOwnership(d, r, s, kind, cur, old)

@@ -494,7 +494,10 @@ func (s *scan) pods(ctx context.Context) error {
 			return
 		}
 		res := Resource{APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
-		appID := AppID(p.Namespace, p.Labels, p.Annotations, s.opts.UniqueAppIDs)
+		appID := AppID(p.Namespace, string(p.UID), p.Labels, p.Annotations, s.opts.UniqueAppIDs)
+		if len(p.Spec.SchedulingGates) > 0 {
+			appID = "" // the shim attaches a gated Pod to no application
+		}
 		id, ok := s.checkValue(res, p.Annotations, "the Pod")
 		if ok {
 			s.checkOwner(ctx, res, p, id, appID)

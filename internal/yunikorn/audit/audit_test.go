@@ -42,6 +42,28 @@ func pod(ns, name string, annotations, labels map[string]string, age int) *corev
 	}
 }
 
+func gated(p *corev1.Pod) *corev1.Pod {
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/hold"}}
+	return p
+}
+
+// The application the shim resolves for a Pod of its own (x-<uid>),
+// written by another user, is shared with it; a gated Pod is in no
+// application, so it shares none.
+func TestRun_resolvedAndGatedIDs(t *testing.T) {
+	cs := fake.NewClientset(
+		pod("gen", "g1", ui("gina"), nil, 1),
+		pod("gen", "u1", ui("una"), map[string]string{"applicationId": "x-uniqueautogen"}, 2),
+		pod("c", "joiner", ui("jo"), map[string]string{"applicationId": "x-gen-u1"}, 3),
+		gated(pod("sq", "squat", ui("mal"), map[string]string{"applicationId": "yunikorn-gen-autogen"}, 4)),
+	)
+	r, err := Run(t.Context(), cs, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"Pod c/joiner": RuleSharedAppID + ";"}, rule(r))
+	require.Len(t, r.ClusterFindings, 1)
+	assert.Equal(t, "x-gen-u1", r.ClusterFindings[0].AppID)
+}
+
 func rule(r *Report) map[string]string {
 	got := map[string]string{}
 	for _, f := range r.Findings {

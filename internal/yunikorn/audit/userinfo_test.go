@@ -51,16 +51,21 @@ func TestParseUserInfo(t *testing.T) {
 func TestAppID(t *testing.T) {
 	l := map[string]string{"yunikorn.apache.org/app-id": "a", "applicationId": "b", "spark-app-selector": "c"}
 	ann := map[string]string{"yunikorn.apache.org/app-id": "d"}
-	assert.Equal(t, "a", AppID("ns", l, ann, false))
+	assert.Equal(t, "a", AppID("ns", "", l, ann, false))
 	delete(l, "yunikorn.apache.org/app-id")
-	assert.Equal(t, "d", AppID("ns", l, ann, false))
-	assert.Equal(t, "b", AppID("ns", l, nil, false))
+	assert.Equal(t, "d", AppID("ns", "", l, ann, false))
+	assert.Equal(t, "b", AppID("ns", "", l, nil, false))
 	delete(l, "applicationId")
-	assert.Equal(t, "c", AppID("ns", l, nil, false))
-	assert.Equal(t, "", AppID("ns", map[string]string{"applicationId": "x-uniqueautogen"}, nil, false))
-	assert.Equal(t, "yunikorn-ns-autogen", AppID("ns", nil, nil, false))
-	assert.Equal(t, "yunikorn-default-autogen", AppID("", nil, nil, false))
-	assert.Equal(t, "", AppID("ns", nil, nil, true))
+	assert.Equal(t, "c", AppID("ns", "", l, nil, false))
+	assert.Equal(t, "", AppID("ns", "", map[string]string{"applicationId": "x-uniqueautogen"}, nil, false))
+	assert.Equal(t, "yunikorn-ns-autogen", AppID("ns", "", nil, nil, false))
+	assert.Equal(t, "yunikorn-default-autogen", AppID("", "", nil, nil, false))
+	assert.Equal(t, "", AppID("ns", "", nil, nil, true))
 	long := strings.Repeat("n", 60)
-	assert.Equal(t, ("yunikorn-" + long + "-autogen")[:63], AppID(long, nil, nil, false))
+	assert.Equal(t, ("yunikorn-" + long + "-autogen")[:63], AppID(long, "", nil, nil, false))
+	// With its uid, a Pod's own application is the ID the shim resolves:
+	// another Pod labelled with it joins it.
+	const uid = "3f2a9c1e-5b7d-4e21-a8c3-6d9f0b2e4a17"
+	assert.Equal(t, "x-"+uid, AppID("ns", uid, map[string]string{"applicationId": "x-uniqueautogen"}, nil, false))
+	assert.Equal(t, "ns-"+uid, AppID("ns", uid, nil, nil, true))
 }
