@@ -159,7 +159,8 @@ func checkQueue(d decision, r request, s *Settings, kind kindRef, cur *podMeta) 
 	cfg, err := parseQueues(text)
 	if err != nil {
 		var deep *queues.TooComplexError
-		if errors.As(err, &deep) {
+		var unmodelled *queues.UncheckedError
+		if errors.As(err, &deep) || errors.As(err, &unmodelled) {
 			return skip("the YuniKorn queue configuration (" + qc.policyGroup + ".yaml) cannot be checked: " + err.Error())
 		}
 		return skip("the YuniKorn queue configuration (" + qc.policyGroup + ".yaml) is not one YuniKorn would load: " + err.Error())

@@ -81,7 +81,15 @@ func fatal(format string, args ...any) error { return &fatalError{msg: fmt.Sprin
 // decodeConfig reads queues.yaml as core's ParseAndValidateConfig decodes
 // it: the first document only, strict about keys and types; an empty text
 // is an empty configuration. Its errors are yaml.v3's, word for word.
+//
+// The text goes to yaml.v3 only once checkSyntax has found that yaml.v3
+// parses it: yaml.v3 reports a syntax error by a panic, which traps the
+// module. A syntax error is then yaml.v3's own (*SyntaxError), and a text
+// the check does not model an *UncheckedError.
 func decodeConfig(data []byte) (*schedulerConfig, error) {
+	if v, err := checkSyntax(data); v != syntaxOK {
+		return nil, err
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
