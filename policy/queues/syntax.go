@@ -17,8 +17,8 @@ import "strconv"
 //     as it words it ("yaml: line 3: mapping values are not allowed in
 //     this context"), line numbers included;
 //   - syntaxUnknown: the text uses YAML this check does not model (tags,
-//     directives, explicit "?" keys, block scalars, a second document,
-//     UTF-16, nesting past 1000 levels); it is not handed to yaml.v3.
+//     directives, explicit "?" keys, block scalars, UTF-16, nesting
+//     past 1000 levels); it is not handed to yaml.v3.
 //
 // The model is written from the YAML 1.1 rules as libyaml (and so
 // yaml.v3) applies them: simple keys at most one line and 1024 characters
@@ -1190,14 +1190,10 @@ func checkSyntax(data []byte) (syntaxVerdict, error) {
 			}
 		case eStreamEnd:
 			return syntaxOK, nil
-		case eDocEnd:
-			// yaml.v3 reads the first document only. Past it, the
-			// scanner's look-ahead may or may not have met an error.
-			if s.head < len(s.tokens) && s.tokens[s.head].typ == tStreamEnd {
-				return syntaxOK, nil
-			}
-			return syntaxUnknown, &UncheckedError{Line: s.m.line + 1, Construct: "a second document"}
-		case eNone:
+		case eDocEnd, eNone:
+			// yaml.v3 reads the first document only, and scans the
+			// tokens after it as far as this scanner has: what follows
+			// is not read.
 			return syntaxOK, nil
 		}
 	}

@@ -33,6 +33,8 @@ var SyntaxSeeds = []string{
 	"# comment\npartitions:\n- name: default # x\n  queues:\n  - name: root\n    properties:\n      application.sort.policy: fifo\n    queues: [ {name: a}, {name: b, submitacl: \"alice bob\"} ]\n",
 	"---\npartitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: \"alice,bob dev\"   # users, then groups\n        adminacl: ' '\n        queues:\n          - name: a\n            submitacl: \"\\u0061lice\"\n          - name: b\n            resources:\n              guaranteed:\n                memory: 512Mi\n              max:\n                vcore: \"2\"\n    nodesortpolicy:\n      type: binpacking\n      resourceweights:\n        vcore: 2.0\n...\n",
 	"partitions:\r\n  - name: default\r\n    queues:\r\n      - name: root\r\n        queues:\r\n          - name: ü-team\r\n            submitacl: 'it''s'\r\n",
+	"partitions:\n  - name: default\n    queues: [{name: root}]\n---\nnot: [valid\n",
+	"partitions: [{name: default, queues: [{name: root, submitacl: '*'}]}]\n...\n--- &a b\n- *a\n",
 	"partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: a multi-line\n          plain acl\n        queues: []\n    placementrules: []\n    limits:\n    - limit: all\n      users: ['*']\n      maxresources: {memory: 10G}\n",
 }
 
