@@ -574,6 +574,11 @@ func (d *decoder) decodeSeq(n *yaml.Node, typeName string, item func(*yaml.Node)
 			return nil
 		}
 		for _, c := range n.Content {
+			if isNull(c) {
+				// yaml.v3 drops a null item from a slice of structs or
+				// strings (it cannot set one to null).
+				continue
+			}
 			if err := item(c); err != nil {
 				return err
 			}
@@ -624,7 +629,7 @@ func (d *decoder) decodeStringMap(n *yaml.Node) (map[string]string, error) {
 }
 
 // decodeStrings decodes a list of strings: nil when null, else a list
-// (null items are "", as yaml.v3 keeps them).
+// (without null items, which yaml.v3 drops).
 func (d *decoder) decodeStrings(n *yaml.Node) ([]string, error) {
 	var out []string
 	if isSeq(n) {
@@ -632,7 +637,7 @@ func (d *decoder) decodeStrings(n *yaml.Node) ([]string, error) {
 	}
 	err := d.decodeSeq(n, "[]string", func(item *yaml.Node) error {
 		s, ok, err := d.decodeStringOK(item)
-		if ok || isNull(item) {
+		if ok {
 			out = append(out, s)
 		}
 		return err
