@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,26 +69,49 @@ func breakText(r *rand.Rand, s string) string {
 // yamlHarness evaluates texts in the module through both paths.
 type yamlHarness struct {
 	e                *engine.Engine
+	calls            engine.HostCallHandler
 	text             *string // served as yunikorn-configs in fuzzNamespace
 	podWarn, podEnf  []byte
 	configMapPayload []byte
+	// reads of yunikorn-configs: whole, and masked to its resourceVersion
+	fullReads, maskedReads int
+	versions               map[string]int
 }
 
-func newYAMLHarness(t testing.TB) *yamlHarness {
+// version is the resourceVersion of the text served: one per text.
+func (h *yamlHarness) version() string {
+	v, ok := h.versions[*h.text]
+	if !ok {
+		v = len(h.versions) + 1
+		h.versions[*h.text] = v
+	}
+	return strconv.Itoa(v)
+}
+
+func newYAMLHarness(t testing.TB, timeout time.Duration) *yamlHarness {
 	t.Helper()
 	wasm := policyWasm(t)
-	h := &yamlHarness{text: new(string)}
+	h := &yamlHarness{text: new(string), versions: map[string]int{}}
 	cluster := fixturecheck.ClusterHostCalls(t, nil)
 	calls := func(ctx context.Context, binding, namespace, operation string, payload []byte) ([]byte, error) {
 		var req kubecap.GetRequest
 		if operation == kubecap.OpGetResource && json.Unmarshal(payload, &req) == nil && req.Namespace != nil && *req.Namespace == fuzzNamespace && req.Name == "yunikorn-configs" {
-			return json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-				"metadata": map[string]any{"name": req.Name, "namespace": req.Namespace, "resourceVersion": "1"},
-				"data":     map[string]string{"queues.yaml": *h.text}})
+			// The text's resourceVersion changes with the text, as the
+			// API server's does; field masks are honoured as serve's
+			// cache honours them.
+			meta := map[string]any{"name": req.Name, "namespace": req.Namespace, "resourceVersion": h.version()}
+			if len(req.FieldMasks) > 0 {
+				h.maskedReads++
+				return json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": meta["resourceVersion"]}})
+			}
+			h.fullReads++
+			return json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+				"data": map[string]string{"queues.yaml": *h.text}})
 		}
 		return cluster(ctx, binding, namespace, operation, payload)
 	}
-	e, err := engine.New(t.Context(), wasm, engine.Options{MaxInstances: 1, HostCalls: calls})
+	h.calls = calls
+	e, err := engine.New(t.Context(), wasm, engine.Options{MaxInstances: 1, HostCalls: calls, Timeout: timeout})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
 	h.e = e
@@ -147,7 +172,7 @@ func (h *yamlHarness) check(t testing.TB, text string) {
 // texts, through both checks in the built module: no trap, warn never
 // refuses, and a refusal of a text yaml.v3 cannot parse names the line.
 func TestOurHost_queuesYAMLNeverTraps(t *testing.T) {
-	h := newYAMLHarness(t)
+	h := newYAMLHarness(t, 0)
 	r := rand.New(rand.NewPCG(20261127, 11))
 	n := 1500
 	if testing.Short() {
@@ -179,7 +204,7 @@ func FuzzModuleQueuesYAML(f *testing.F) {
 	for _, s := range queuesSeeds {
 		f.Add(s)
 	}
-	h := newYAMLHarness(f)
+	h := newYAMLHarness(f, 0)
 	f.Fuzz(func(t *testing.T, text string) {
 		h.check(t, text)
 	})

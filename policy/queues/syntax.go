@@ -294,6 +294,11 @@ func (s *syntaxScanner) take() {
 	s.avail = false
 	s.parsed++
 	s.head++
+	if s.head >= 64 && 2*s.head >= len(s.tokens) {
+		// Tokens taken are not needed again: keep the queue short.
+		s.tokens = s.tokens[:copy(s.tokens, s.tokens[s.head:])]
+		s.head = 0
+	}
 }
 
 func (s *syntaxScanner) docIndicator() bool {
