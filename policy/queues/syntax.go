@@ -107,19 +107,18 @@ type syntaxScanner struct {
 	m        mark // position of r[m.index]
 	newlines int  // line breaks skipped since the last non-blank
 
-	started  bool
-	flow     int
-	indent   int
-	indents  []int
-	allowed  bool // a simple key may start here
-	keys     []simpleKey
-	tokens   []token
-	head     int
-	parsed   int // tokens the parser has taken
-	avail    bool
-	err      *SyntaxError
-	unknown  *UncheckedError
-	lastType tokenType
+	started bool
+	flow    int
+	indent  int
+	indents []int
+	allowed bool // a simple key may start here
+	keys    []simpleKey
+	tokens  []token
+	head    int
+	parsed  int // tokens the parser has taken
+	avail   bool
+	err     *SyntaxError
+	unknown *UncheckedError
 }
 
 func (s *syntaxScanner) at(k int) rune {
