@@ -1,6 +1,9 @@
 package queues
 
-import "strconv"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // A YAML syntax check that runs before yaml.v3 and never panics.
 //
@@ -17,8 +20,8 @@ import "strconv"
 //     as it words it ("yaml: line 3: mapping values are not allowed in
 //     this context"), line numbers included;
 //   - syntaxUnknown: the text uses YAML this check does not model (tags,
-//     directives, explicit "?" keys, block scalars, UTF-16, nesting
-//     past 1000 levels); it is not handed to yaml.v3.
+//     directives, explicit "?" keys, UTF-16, nesting past 1000 levels);
+//     it is not handed to yaml.v3.
 //
 // The model is written from the YAML 1.1 rules as libyaml (and so
 // yaml.v3) applies them: simple keys at most one line and 1024 characters
@@ -119,10 +122,15 @@ type syntaxScanner struct {
 	avail   bool
 	err     *SyntaxError
 	unknown *UncheckedError
+
+	maxPeek  int  // the furthest index looked at
+	docEnded bool // the first document ended before the stream did
 }
 
 func (s *syntaxScanner) at(k int) rune {
-	if i := s.m.index + k; i < len(s.r) {
+	i := s.m.index + k
+	s.maxPeek = max(s.maxPeek, i)
+	if i < len(s.r) {
 		return s.r[i]
 	}
 	return 0
@@ -414,7 +422,11 @@ func (s *syntaxScanner) fetchToken(c rune) bool {
 	case c == '!':
 		return s.giveUp("a tag")
 	case (c == '|' || c == '>') && s.flow == 0:
-		return s.giveUp("a block scalar")
+		if !s.removeKey() {
+			return false
+		}
+		s.allowed = true
+		return s.scanBlock()
 	case c == '\'' || c == '"':
 		if !s.saveKey() {
 			return false
@@ -665,6 +677,95 @@ func (s *syntaxScanner) scanQuoted(single bool) bool {
 	return true
 }
 
+// scanBlock scans a literal (|) or folded (>) block scalar: its header
+// (chomping, an indentation indicator 1-9, a comment), then every line
+// indented at least as far as the first (or the indicator says).
+func (s *syntaxScanner) scanBlock() bool {
+	start := s.m
+	s.skip()
+	increment := 0
+	digit := func() bool {
+		if d := s.at(0); d >= '0' && d <= '9' {
+			if d == '0' {
+				return s.scanError(start, "found an indentation indicator equal to 0")
+			}
+			increment = int(d - '0')
+			s.skip()
+		}
+		return true
+	}
+	switch c := s.at(0); {
+	case c == '+' || c == '-':
+		s.skip()
+		if !digit() {
+			return false
+		}
+	case c >= '0' && c <= '9':
+		if !digit() {
+			return false
+		}
+		if c := s.at(0); c == '+' || c == '-' {
+			s.skip()
+		}
+	}
+	for isBlank(s.at(0)) {
+		s.skip()
+	}
+	if s.at(0) == '#' {
+		s.toBreak()
+	}
+	if !isBlankz(s.at(0)) || isBlank(s.at(0)) {
+		return s.scanError(start, "did not find expected comment or line break")
+	}
+	if isBreak(s.at(0)) {
+		s.skipLine()
+	}
+	indent := 0
+	if increment > 0 {
+		indent = increment
+		if s.indent >= 0 {
+			indent = s.indent + increment
+		}
+	}
+	if !s.blockBreaks(&indent, start) {
+		return false
+	}
+	for s.m.col == indent && s.m.index < len(s.r) {
+		s.toBreak()
+		if isBreak(s.at(0)) {
+			s.skipLine()
+		}
+		if !s.blockBreaks(&indent, start) {
+			return false
+		}
+	}
+	s.add(tScalar, start)
+	return true
+}
+
+// blockBreaks skips the indentation and the empty lines of a block
+// scalar; with no indentation known yet, the first content line's sets it.
+func (s *syntaxScanner) blockBreaks(indent *int, start mark) bool {
+	most := 0
+	for {
+		for (*indent == 0 || s.m.col < *indent) && s.at(0) == ' ' {
+			s.skip()
+		}
+		most = max(most, s.m.col)
+		if (*indent == 0 || s.m.col < *indent) && s.at(0) == '\t' {
+			return s.scanError(start, "found a tab character where an indentation space is expected")
+		}
+		if !isBreak(s.at(0)) {
+			break
+		}
+		s.skipLine()
+	}
+	if *indent == 0 {
+		*indent = max(most, s.indent+1, 1)
+	}
+	return true
+}
+
 func (s *syntaxScanner) scanPlain() bool {
 	start := s.m
 	indent := s.indent + 1
@@ -708,12 +809,14 @@ func (s *syntaxScanner) scanPlain() bool {
 // readText decodes data as yaml.v3's reader does: UTF-8 (a leading byte
 // order mark skipped), printable characters only. Line breaks are made
 // "\n" (a "\r\n" counts as one break there too).
-func readText(data []byte) ([]rune, *SyntaxError, *UncheckedError) {
+// at is the offset in data of a reader error.
+func readText(data []byte) (r []rune, err *SyntaxError, unknown *UncheckedError, at int) {
 	if len(data) >= 2 && (data[0] == 0xFE && data[1] == 0xFF || data[0] == 0xFF && data[1] == 0xFE) {
-		return nil, nil, &UncheckedError{Line: 1, Construct: "UTF-16 text"}
+		return nil, nil, &UncheckedError{Line: 1, Construct: "UTF-16 text"}, 0
 	}
+	bom := 0
 	if len(data) >= 3 && data[0] == 0xEF && data[1] == 0xBB && data[2] == 0xBF {
-		data = data[3:]
+		data, bom = data[3:], 3
 	}
 	out := make([]rune, 0, len(data))
 	line := 1
@@ -730,39 +833,39 @@ func readText(data []byte) ([]rune, *SyntaxError, *UncheckedError) {
 		case b&0xF8 == 0xF0:
 			width = 4
 		default:
-			return nil, &SyntaxError{Problem: "invalid leading UTF-8 octet"}, nil
+			return nil, &SyntaxError{Problem: "invalid leading UTF-8 octet"}, nil, i + bom
 		}
 		if i+width > len(data) {
-			return nil, &SyntaxError{Problem: "incomplete UTF-8 octet sequence"}, nil
+			return nil, &SyntaxError{Problem: "incomplete UTF-8 octet sequence"}, nil, i + bom
 		}
 		v := rune(b)
 		if width > 1 {
 			v = rune(b) & (0x7F >> width)
 			for k := 1; k < width; k++ {
 				if data[i+k]&0xC0 != 0x80 {
-					return nil, &SyntaxError{Problem: "invalid trailing UTF-8 octet"}, nil
+					return nil, &SyntaxError{Problem: "invalid trailing UTF-8 octet"}, nil, i + bom
 				}
 				v = v<<6 | rune(data[i+k]&0x3F)
 			}
 			if width == 2 && v < 0x80 || width == 3 && v < 0x800 || width == 4 && v < 0x10000 {
-				return nil, &SyntaxError{Problem: "invalid length of a UTF-8 sequence"}, nil
+				return nil, &SyntaxError{Problem: "invalid length of a UTF-8 sequence"}, nil, i + bom
 			}
 			if v >= 0xD800 && v <= 0xDFFF || v > 0x10FFFF {
-				return nil, &SyntaxError{Problem: "invalid Unicode character"}, nil
+				return nil, &SyntaxError{Problem: "invalid Unicode character"}, nil, i + bom
 			}
 		}
 		switch {
 		case v == 0x09, v == 0x0A, v == 0x0D, v >= 0x20 && v <= 0x7E, v == 0x85,
 			v >= 0xA0 && v <= 0xD7FF, v >= 0xE000 && v <= 0xFFFD, v >= 0x10000 && v <= 0x10FFFF:
 		default:
-			return nil, &SyntaxError{Problem: "control characters are not allowed"}, nil
+			return nil, &SyntaxError{Problem: "control characters are not allowed"}, nil, i + bom
 		}
 		i += width
 		switch v {
 		case 0x85, 0x2028, 0x2029:
-			return nil, nil, &UncheckedError{Line: line, Construct: "a Unicode line separator"}
+			return nil, nil, &UncheckedError{Line: line, Construct: "a Unicode line separator"}, 0
 		case 0xFEFF:
-			return nil, nil, &UncheckedError{Line: line, Construct: "a byte order mark inside the text"}
+			return nil, nil, &UncheckedError{Line: line, Construct: "a byte order mark inside the text"}, 0
 		case '\r':
 			if i < len(data) && data[i] == '\n' {
 				i++
@@ -774,7 +877,7 @@ func readText(data []byte) ([]rune, *SyntaxError, *UncheckedError) {
 		}
 		out = append(out, v)
 	}
-	return out, nil, nil
+	return out, nil, nil, 0
 }
 
 type parseState int
@@ -1165,13 +1268,36 @@ func (p *syntaxParser) node(block, indentless bool) (event, bool) {
 // checkSyntax tells whether yaml.v3's Unmarshal parses data (see the top
 // of this file).
 func checkSyntax(data []byte) (syntaxVerdict, error) {
-	r, serr, unknown := readText(data)
-	if serr != nil {
-		return syntaxBad, serr
-	}
+	r, serr, unknown, at := readText(data)
 	if unknown != nil {
 		return syntaxUnknown, unknown
 	}
+	if serr == nil {
+		_, v, err := parseRunes(r)
+		return v, err
+	}
+	// yaml.v3 decodes its input 512 bytes at a time as its scanner needs
+	// them, and stops after the first document: text it never needs is
+	// never decoded. Past the scanner's last look, with 4 KiB to spare
+	// (512 characters of look-ahead, a chunk, the chunk before), the
+	// reader's error is not met.
+	prefix, _, _, _ := readText(data[:at])
+	s, v, _ := parseRunes(prefix)
+	if v == syntaxOK && s.docEnded {
+		seen := 0
+		for _, c := range prefix[:min(s.maxPeek+1, len(prefix))] {
+			seen += utf8.RuneLen(c) + 1 // + 1: a "\r" dropped before "\n"
+		}
+		if at > seen+4096 {
+			return syntaxOK, nil
+		}
+	}
+	return syntaxBad, serr
+}
+
+// parseRunes runs the scanner and the parser over r up to the end of the
+// first document, as yaml.v3's Unmarshal does.
+func parseRunes(r []rune) (*syntaxScanner, syntaxVerdict, error) {
 	s := &syntaxScanner{r: r}
 	p := &syntaxParser{s: s}
 	anchors := map[string]bool{}
@@ -1179,9 +1305,9 @@ func checkSyntax(data []byte) (syntaxVerdict, error) {
 		ev, ok := p.next()
 		if !ok {
 			if s.err != nil {
-				return syntaxBad, s.err
+				return s, syntaxBad, s.err
 			}
-			return syntaxUnknown, s.unknown
+			return s, syntaxUnknown, s.unknown
 		}
 		switch ev.typ {
 		case eScalar, eSeqStart, eMapStart:
@@ -1190,15 +1316,16 @@ func checkSyntax(data []byte) (syntaxVerdict, error) {
 			}
 		case eAlias:
 			if !anchors[ev.anchor] {
-				return syntaxBad, &SyntaxError{Problem: "unknown anchor '" + ev.anchor + "' referenced"}
+				return s, syntaxBad, &SyntaxError{Problem: "unknown anchor '" + ev.anchor + "' referenced"}
 			}
 		case eStreamEnd:
-			return syntaxOK, nil
+			return s, syntaxOK, nil
 		case eDocEnd, eNone:
 			// yaml.v3 reads the first document only, and scans the
 			// tokens after it as far as this scanner has: what follows
 			// is not read.
-			return syntaxOK, nil
+			s.docEnded = true
+			return s, syntaxOK, nil
 		}
 	}
 }

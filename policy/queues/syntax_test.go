@@ -1,6 +1,7 @@
 package queues
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -35,6 +36,7 @@ var SyntaxSeeds = []string{
 	"partitions:\r\n  - name: default\r\n    queues:\r\n      - name: root\r\n        queues:\r\n          - name: ü-team\r\n            submitacl: 'it''s'\r\n",
 	"partitions:\n  - name: default\n    queues: [{name: root}]\n---\nnot: [valid\n",
 	"partitions: [{name: default, queues: [{name: root, submitacl: '*'}]}]\n...\n--- &a b\n- *a\n",
+	"partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: |\n          alice,bob\n\n        adminacl: >-\n          carol\n          dev\n        queues:\n          - name: a\n            submitacl: |2+\n               x\n          - name: b\n            adminacl: |-  # comment\n              y\n",
 	"partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: a multi-line\n          plain acl\n        queues: []\n    placementrules: []\n    limits:\n    - limit: all\n      users: ['*']\n      maxresources: {memory: 10G}\n",
 }
 
@@ -73,7 +75,7 @@ func TestCheckSyntax_matchesYAMLv3(t *testing.T) {
 	if testing.Short() {
 		n = 4000
 	}
-	var ok, bad, unknown, sameMsg int
+	var ok, bad, unknown, sameMsg, conservative int
 	var wrong, msgs []string
 	for i := range n {
 		text := SyntaxSeeds[i%len(SyntaxSeeds)]
@@ -90,7 +92,13 @@ func TestCheckSyntax_matchesYAMLv3(t *testing.T) {
 			}
 		case syntaxBad:
 			bad++
+			var se *SyntaxError
 			switch {
+			case want == nil && errors.As(err, &se) && se.Line == 0 && readerProblems[se.Problem] && (strings.Contains(text, "\n---") || strings.Contains(text, "\n...")):
+				// Bytes yaml.v3 may never decode, after the first
+				// document, near where its scanner stopped: refused
+				// rather than risk a trap.
+				conservative++
 			case want == nil:
 				wrong = append(wrong, fmt.Sprintf("refused (%v), yaml.v3 parses it\n%q", err, text))
 			case want.Error() == err.Error():
@@ -102,7 +110,8 @@ func TestCheckSyntax_matchesYAMLv3(t *testing.T) {
 			unknown++
 		}
 	}
-	t.Logf("%d texts: %d parse, %d refused (%d with yaml.v3's words), %d not modelled", n, ok, bad, sameMsg, unknown)
+	t.Logf("%d texts: %d parse, %d refused (%d with yaml.v3's words, %d for a reader error past the first document), %d not modelled",
+		n, ok, bad, sameMsg, conservative, unknown)
 	for _, w := range wrong[:min(10, len(wrong))] {
 		t.Log(w)
 	}
@@ -113,4 +122,10 @@ func TestCheckSyntax_matchesYAMLv3(t *testing.T) {
 	require.Greater(t, bad, n/3)
 	assert.GreaterOrEqual(t, float64(sameMsg)/float64(bad), 0.95, "refusals in yaml.v3's words")
 	assert.Less(t, unknown, n/5, "texts the check gives up on")
+	assert.Less(t, conservative, n/1000, "refusals of texts yaml.v3 parses")
 }
+
+// readerProblems are yaml.v3's reader errors (they name no line).
+var readerProblems = map[string]bool{"invalid leading UTF-8 octet": true, "incomplete UTF-8 octet sequence": true,
+	"invalid trailing UTF-8 octet": true, "invalid length of a UTF-8 sequence": true, "invalid Unicode character": true,
+	"control characters are not allowed": true}
