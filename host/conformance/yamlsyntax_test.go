@@ -36,6 +36,7 @@ var queuesSeeds = []string{
 	"# comment\npartitions:\n- name: default # x\n  queues:\n  - name: root\n    submitacl: \"alice,bob dev\"   # users, then groups\n    queues: [ {name: a}, {name: b, submitacl: \"alice bob\"} ]\n",
 	"partitions:\r\n  - name: default\r\n    queues:\r\n      - name: root\r\n        submitacl: 'it''s \\u00e9'\r\n",
 	"partitions:\n  - name: default\n    queues: [{name: root, submitacl: '*'}]\n---\nsecond: document\n",
+	"partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: |\n          *\n        adminacl: >-\n          alice\n          admins\n",
 }
 
 // breakText mutates a text as typos do: truncations, stray tabs, colons,
