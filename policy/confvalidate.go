@@ -151,10 +151,15 @@ func decideConfigMap(r request, cv *configValidationSettings) decision {
 	}
 	refused, unbuildable := queues.Check([]byte(text))
 	var deep *queues.TooComplexError
+	var unmodelled *queues.UncheckedError
 	switch {
 	case errors.As(refused, &deep) || errors.As(unbuildable, &deep):
 		// core compiles the pattern and may well accept it: admitted.
 		return configNotChecked(rule, key+" could not be checked: "+deep.Error())
+	case errors.As(refused, &unmodelled):
+		// YAML the module does not parse (yaml.v3 would trap it on a
+		// syntax error there); core may well accept it: admitted.
+		return configNotChecked(rule, key+" could not be checked: "+unmodelled.Error())
 	case refused != nil:
 		if cv.mode == queueCheckWarn {
 			d := accept(rule + " refused by yunikorn-core, warned")

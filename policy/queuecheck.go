@@ -138,14 +138,14 @@ func checkQueue(d decision, r request, s *Settings, kind kindRef, cur *podMeta) 
 		return d
 	}
 	skip := func(why string) decision { return checkSkipped(d, "queue check", why) }
-	text, err := loadQueuesYAML(qc)
-	if err != nil {
-		return skip(err.Error())
+	cfg, err, loadErr := loadQueues(qc)
+	if loadErr != nil {
+		return skip(loadErr.Error())
 	}
-	cfg, err := parseQueues(text)
 	if err != nil {
 		var deep *queues.TooComplexError
-		if errors.As(err, &deep) {
+		var unmodelled *queues.UncheckedError
+		if errors.As(err, &deep) || errors.As(err, &unmodelled) {
 			return skip("the YuniKorn queue configuration (" + qc.policyGroup + ".yaml) cannot be checked: " + err.Error())
 		}
 		return skip("the YuniKorn queue configuration (" + qc.policyGroup + ".yaml) is not one YuniKorn would load: " + err.Error())
@@ -287,28 +287,33 @@ func userOfRecord(value string, hasValue bool, label string) (string, []string) 
 // yunikorn-defaults, overridden key by key by yunikorn-configs, binaryData
 // (a ".gz" key inflated) over data within each (flatConfig, shared with
 // configValidation); absent or empty means YuniKorn's built-in default.
-func loadQueuesYAML(qc *queueCheckSettings) (string, error) {
+// (version is the maps' resourceVersions, as versionKey words them.)
+func loadQueuesYAML(qc *queueCheckSettings) (text, version string, err error) {
 	var flat flatConfig
+	var found [2]bool
+	var rv [2]string
 	for i, name := range [...]string{configMapDefaults, configMapConfigs} {
-		obj, found, err := getObject("v1", "ConfigMap", qc.namespace, name, false)
+		obj, ok, err := getObject("v1", "ConfigMap", qc.namespace, name, false)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		if found {
+		if ok {
 			flat.maps[i] = gjson.Parse(obj)
+			found[i], rv[i] = true, flat.maps[i].Get("metadata.resourceVersion").String()
 		}
 	}
-	text, _, err := flat.get(qc.policyGroup + ".yaml")
+	version = versionKey(qc, found, rv)
+	text, _, err = flat.get(qc.policyGroup + ".yaml")
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if strings.TrimSpace(text) == "" {
-		return queues.DefaultYAML, nil
+		return queues.DefaultYAML, version, nil
 	}
 	if len(text) > maxCheckedText {
-		return "", errString(qc.policyGroup + ".yaml is " + strconv.Itoa(len(text)) + " bytes, more than the " + strconv.Itoa(maxCheckedText>>10) + " KiB the queue check reads")
+		return "", "", errString(qc.policyGroup + ".yaml is " + strconv.Itoa(len(text)) + " bytes, more than the " + strconv.Itoa(maxCheckedText>>10) + " KiB the queue check reads")
 	}
-	return text, nil
+	return text, version, nil
 }
 
 // namespaceAnnotation reads one annotation of a namespace.

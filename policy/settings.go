@@ -333,6 +333,9 @@ func parseList(errs *settingsError, key string, v gjson.Result) ([]string, bool)
 			if e.Type != gjson.String {
 				errs.problems = append(errs.problems, "settings."+key+"["+strconv.Itoa(i)+"]: must be a string, got "+describe(e))
 				ok = false
+			} else if why := listInEntry(str(e)); why != "" {
+				errs.problems = append(errs.problems, "settings."+key+"["+strconv.Itoa(i)+"]: "+why)
+				ok = false
 			} else {
 				add(i, str(e), "")
 			}
@@ -343,6 +346,36 @@ func parseList(errs *settingsError, key string, v gjson.Result) ([]string, bool)
 	}
 	errs.problems = append(errs.problems, "settings."+key+": must be a list of regular expressions (an array of strings or one comma-separated string), got "+describe(v))
 	return nil, false
+}
+
+// listInEntry says why an array entry is a comma-separated list rather
+// than one pattern, or "" when it is not: split as the string form is, a
+// piece is empty (a stray comma, as in "^livy$,") or a piece ends with $
+// or starts with ^ at a comma ("^a$,^b$"). YuniKorn's configmap splits
+// such strings at commas; as one pattern, the entry would match only
+// names with a comma in them (or, for "^a$,^b$", none), so it is refused
+// rather than taken silently.
+func listInEntry(entry string) string {
+	pieces, err := splitPatterns(entry)
+	if err != "" || len(pieces) < 2 {
+		return ""
+	}
+	var want []string
+	list := false
+	for i, piece := range pieces {
+		t := strings.TrimSpace(piece)
+		if t == "" || i < len(pieces)-1 && strings.HasSuffix(t, "$") || i > 0 && strings.HasPrefix(t, "^") {
+			list = true
+		}
+		if t != "" {
+			want = append(want, quote(t))
+		}
+	}
+	if !list {
+		return ""
+	}
+	return "pattern " + quote(entry) + " is a comma-separated list in one array entry: as one pattern it matches only names with a comma; " +
+		"write each pattern as its own entry: [" + strings.Join(want, ", ") + "]"
 }
 
 // splitPatterns splits a comma-separated list of regular expressions at

@@ -97,6 +97,10 @@ func TestParseSettings_emptyEntries(t *testing.T) {
 		{`{"externalUsers":"^a$,"}`, `settings.externalUsers[1]: empty pattern (between commas): it would match every name`},
 		{`{"externalUsers":"^a$, ,^b$"}`, `settings.externalUsers[1]: empty pattern (between commas)`},
 		{`{"externalUsers":",^a$"}`, `settings.externalUsers[0]: empty pattern (between commas)`},
+		{`{"externalUsers":["^livy$,"]}`, `settings.externalUsers[0]: pattern "^livy$," is a comma-separated list in one array entry: ` +
+			`as one pattern it matches only names with a comma; write each pattern as its own entry: ["^livy$"]`},
+		{`{"systemUsers":["^a$", "^b$, ^c$"]}`, `settings.systemUsers[1]: pattern "^b$, ^c$" is a comma-separated list in one array entry`},
+		{`{"externalGroups":[",^dev$"]}`, `settings.externalGroups[0]: pattern ",^dev$" is a comma-separated list`},
 		{`{"externalUsers":"^svc-[a-z]{1,8$"}`, `settings.externalUsers: cannot split "^svc-[a-z]{1,8$" into patterns: a bracket, brace or parenthesis is not closed`},
 	}
 	for _, tc := range tests {
@@ -106,7 +110,12 @@ func TestParseSettings_emptyEntries(t *testing.T) {
 	}
 	// The pattern that the naive split turned into "^svc-[a-z]{1" and "8}$",
 	// the second of which matched "mallory8}".
-	s, err := parseSettings(gjson.Parse(`{"externalUsers":"^svc-[a-z]{1,8}$"}`))
+	// A comma inside one pattern is kept: a distinguished name, a class,
+	// a repetition.
+	s, err := parseSettings(gjson.Parse(`{"externalUsers":["^CN=livy,OU=svc$", "^[,a]$", "^a{1,2}$", "b,c"]}`))
+	require.NoError(t, err)
+	assert.True(t, matchAny(s.ExternalUsers, "CN=livy,OU=svc"))
+	s, err = parseSettings(gjson.Parse(`{"externalUsers":"^svc-[a-z]{1,8}$"}`))
 	require.NoError(t, err)
 	assert.False(t, matchAny(s.ExternalUsers, "mallory8}"))
 	assert.True(t, matchAny(s.ExternalUsers, "svc-build"))

@@ -92,14 +92,24 @@ type Options struct {
 	SingleUse bool
 
 	// RecycleMemoryPages retires an instance whose linear memory has grown
-	// past this many 64 KiB pages once an invocation ends: a fresh one is
+	// past this many 64 KiB pages once an invocation with a request of at
+	// least RecycleRequestBytes ends, and any instance past twice this many
+	// (at most MemoryLimitPages) once any invocation ends: a fresh one is
 	// created when needed. A guest's heap only grows, and a collector that
 	// scans conservatively keeps some of the garbage of huge requests
 	// alive, so an instance that served them would otherwise run out of
-	// memory (and trap) on later ones, or spend seconds collecting.
+	// memory (and trap) on later ones, or spend seconds collecting. A heap
+	// that small requests grew holds what the module keeps across calls
+	// (the queue check's parsed configuration: 24-32 MiB for 250 KiB of
+	// queues.yaml), which retiring the instance would make every later
+	// request rebuild.
 	// Default: a quarter of MemoryLimitPages (16 MiB of the default 64;
 	// ordinary requests keep an instance at a few MiB).
 	RecycleMemoryPages uint32
+
+	// RecycleRequestBytes is the request size from which an invocation
+	// retires an instance past RecycleMemoryPages. Default: 64 KiB.
+	RecycleRequestBytes int
 
 	// Budget is how many function calls and loop iterations one invocation
 	// may run. The module is instrumented to count them itself (see
@@ -128,6 +138,9 @@ func (o *Options) setDefaults() {
 	o.MemoryLimitPages = min(o.MemoryLimitPages, maxMemoryPages)
 	if o.RecycleMemoryPages == 0 {
 		o.RecycleMemoryPages = max(o.MemoryLimitPages/4, 1)
+	}
+	if o.RecycleRequestBytes <= 0 {
+		o.RecycleRequestBytes = 64 << 10
 	}
 	if o.Budget == 0 {
 		o.Budget = DefaultBudget
@@ -323,7 +336,7 @@ func (e *Engine) Invoke(ctx context.Context, operation string, payload []byte) (
 		return nil, fmt.Errorf("invoke %q: %w", operation, err)
 	}
 	out, err := inst.call(ctx, operation, payload)
-	e.release(ctx, inst)
+	e.release(ctx, inst, len(payload) >= e.opts.RecycleRequestBytes)
 	return out, err
 }
 
@@ -364,8 +377,10 @@ func (e *Engine) acquire(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
-// release puts inst back, or discards it if it is dead, and frees the slot.
-func (e *Engine) release(ctx context.Context, inst *instance) {
+// release puts inst back, or discards it if it is dead or its memory grew
+// too large (Options.RecycleMemoryPages; large: the request was), and
+// frees the slot.
+func (e *Engine) release(ctx context.Context, inst *instance, large bool) {
 	defer func() { <-e.slots }()
 	select {
 	case <-e.done:
@@ -383,7 +398,11 @@ func (e *Engine) release(ctx context.Context, inst *instance) {
 		e.discard(ctx, inst)
 		return
 	}
-	if mem := inst.mod.Memory(); mem != nil && uint64(mem.Size()) > uint64(e.opts.RecycleMemoryPages)*pageSize {
+	limit := min(2*uint64(e.opts.RecycleMemoryPages), uint64(e.opts.MemoryLimitPages))
+	if large {
+		limit = uint64(e.opts.RecycleMemoryPages)
+	}
+	if mem := inst.mod.Memory(); mem != nil && uint64(mem.Size()) > limit*pageSize {
 		e.discard(ctx, inst)
 		e.recycled.Add(1)
 		return

@@ -81,7 +81,15 @@ func fatal(format string, args ...any) error { return &fatalError{msg: fmt.Sprin
 // decodeConfig reads queues.yaml as core's ParseAndValidateConfig decodes
 // it: the first document only, strict about keys and types; an empty text
 // is an empty configuration. Its errors are yaml.v3's, word for word.
+//
+// The text goes to yaml.v3 only once checkSyntax has found that yaml.v3
+// parses it: yaml.v3 reports a syntax error by a panic, which traps the
+// module. A syntax error is then yaml.v3's own (*SyntaxError), and a text
+// the check does not model an *UncheckedError.
 func decodeConfig(data []byte) (*schedulerConfig, error) {
+	if v, err := checkSyntax(data); v != syntaxOK {
+		return nil, err
+	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, err
@@ -566,6 +574,11 @@ func (d *decoder) decodeSeq(n *yaml.Node, typeName string, item func(*yaml.Node)
 			return nil
 		}
 		for _, c := range n.Content {
+			if isNull(c) {
+				// yaml.v3 drops a null item from a slice of structs or
+				// strings (it cannot set one to null).
+				continue
+			}
 			if err := item(c); err != nil {
 				return err
 			}
@@ -616,7 +629,7 @@ func (d *decoder) decodeStringMap(n *yaml.Node) (map[string]string, error) {
 }
 
 // decodeStrings decodes a list of strings: nil when null, else a list
-// (null items are "", as yaml.v3 keeps them).
+// (without null items, which yaml.v3 drops).
 func (d *decoder) decodeStrings(n *yaml.Node) ([]string, error) {
 	var out []string
 	if isSeq(n) {
@@ -624,7 +637,7 @@ func (d *decoder) decodeStrings(n *yaml.Node) ([]string, error) {
 	}
 	err := d.decodeSeq(n, "[]string", func(item *yaml.Node) error {
 		s, ok, err := d.decodeStringOK(item)
-		if ok || isNull(item) {
+		if ok {
 			out = append(out, s)
 		}
 		return err

@@ -46,6 +46,16 @@ func TestConfigValidationMatchesCore(t *testing.T) {
 		corpus = append(corpus, g.limitsConfig())
 	}
 	corpus = append(corpus, validationEdgeCases...)
+	// YAML syntax errors: generated texts broken as typos break them. The
+	// module checks the syntax itself before yaml.v3 (whose parse errors
+	// are panics, and so traps in the module); the message must stay core's.
+	brokenN := 1000
+	if testing.Short() {
+		brokenN = 100
+	}
+	for range brokenN {
+		corpus = append(corpus, g.breakSyntax(g.config()))
+	}
 
 	var agree, accepted, refused, either int
 	var disagreements []string
@@ -325,4 +335,24 @@ var validationEdgeCases = []string{
 // configuration, text for text.
 func TestDefaultYAMLMatchesCore(t *testing.T) {
 	assert.Equal(t, configs.DefaultSchedulerConfig, queues.DefaultYAML)
+}
+
+// breakSyntax makes one typo in a text: a truncation, a stray tab, colon,
+// quote, bracket, comma or anchor, a line indented differently.
+func (g *gen) breakSyntax(s string) string {
+	i := g.r.IntN(len(s) + 1)
+	stray := []string{"\t", ":", ": ", "'", "\"", "[", "]", "{", "}", ",", "&a", "*a", "- ", "\n  ", "#", "@"}
+	switch g.r.IntN(4) {
+	case 0:
+		return s[:i]
+	case 1:
+		return s[:i] + g.pick(stray) + s[i:]
+	case 2:
+		return s[:i] + g.pick(stray) + s[min(len(s), i+1):]
+	default:
+		if j := strings.LastIndexByte(s[:i], '\n'); j >= 0 {
+			return s[:j+1] + strings.Repeat(" ", g.r.IntN(5)) + strings.TrimLeft(s[j+1:], " ")
+		}
+		return s + "\t"
+	}
 }

@@ -117,12 +117,63 @@ whole (a list of valid patterns joined by commas compiles too).
 {{- end -}}
 {{- end -}}
 {{- range $c := $checks -}}
+{{- $name := index $c 0 -}}
 {{- $v := index $c 1 -}}
-{{- if kindIs "string" $v }}{{ $v = list $v }}{{ end -}}
+{{- if kindIs "string" $v -}}
+{{- /* The policy splits the string form at commas: no piece may be empty. */ -}}
+{{- if and (trim $v) (regexMatch "^\\s*,|,\\s*,|,\\s*$" $v) -}}
+{{- fail (printf "settings.%s: empty pattern (between commas): it would match every name; remove it (an empty list trusts no one)" $name) -}}
+{{- end -}}
+{{- $v = list $v -}}
+{{- else if kindIs "slice" $v -}}
+{{- range $i, $p := $v -}}
+{{- if and (kindIs "string" $p) (not (trim $p)) -}}
+{{- fail (printf "settings.%s[%d]: empty pattern: it would match every name; remove it (an empty list trusts no one)" $name $i) -}}
+{{- end -}}
+{{- /* An array entry is one pattern; "^livy$," is a list (RATIONALE.md). */ -}}
+{{- if and (kindIs "string" $p) (regexMatch "^\\s*,|,\\s*,|,\\s*$|\\$\\s*,|,\\s*\\^" $p) -}}
+{{- fail (printf "settings.%s[%d]: pattern %q is a comma-separated list in one array entry: as one pattern it matches only names with a comma; write each pattern as its own entry" $name $i $p) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if kindIs "slice" $v -}}
 {{- range $p := $v -}}
-{{- include (printf "settings.%s: a pattern is not a Go regular expression" (index $c 0)) (toString $p) -}}
+{{- include (printf "settings.%s: a pattern is not a Go regular expression" $name) (toString $p) -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+{{- with $s.userLabelKey -}}
+{{- if and (kindIs "string" .) (not (trim .)) -}}
+{{- fail "settings.userLabelKey: must not be empty" -}}
+{{- end -}}
+{{- end -}}
+{{- /* Settings the policy refuses in combination (its words), so that
+helm install fails rather than the webhook at start. */ -}}
+{{- with $s.recordedGroups -}}
+{{- if and (kindIs "map" .) (eq (toString .omit) "true") (or .include .exclude) -}}
+{{- fail "settings.recordedGroups: omit is true, so include and exclude would have no effect: set omit or the lists, not both" -}}
+{{- end -}}
+{{- end -}}
+{{- if kindIs "map" $s.scheduling -}}
+{{- $n := $s.scheduling.schedulerName -}}
+{{- if and (kindIs "string" $n) (or (not (trim $n)) (ne (trim $n) $n) (regexMatch "[ \t\n/]" $n)) -}}
+{{- fail (printf "settings.scheduling.schedulerName: must be a scheduler's name (not empty, no spaces or slashes), got %q" $n) -}}
+{{- end -}}
+{{- $ao := $s.applicationOwnership -}}
+{{- if and (kindIs "map" $ao) (hasKey $s.scheduling "generateUniqueAppIds") (hasKey $ao "generateUniqueAppIds") (ne (toString $s.scheduling.generateUniqueAppIds) (toString $ao.generateUniqueAppIds)) -}}
+{{- fail "settings.scheduling.generateUniqueAppIds and settings.applicationOwnership.generateUniqueAppIds differ: both say how the IDs of Pods without one are made, which the scheduling jobs do; set one of them" -}}
+{{- end -}}
+{{- end -}}
+{{- $rbac := include "yunikorn-userinfo.trustRBAC" . | fromYaml -}}
+{{- if $rbac -}}
+{{- $probe := dict "verb" "yunikorn-userinfo-wildcard-probe" "group" "wildcard-probe.yunikorn-userinfo.invalid" "resource" "yunikorn-userinfo-wildcard-probes" "groupsResource" "yunikorn-userinfo-wildcard-probes" -}}
+{{- range $k := list "verb" "group" "resource" "groupsResource" -}}
+{{- if eq (toString (get $rbac $k)) (get $probe $k) -}}
+{{- fail (printf "settings.trustRBAC.%s: %q is the name of the wildcard probe, which no rule may grant: choose another" $k (get $probe $k)) -}}
+{{- end -}}
+{{- end -}}
+{{- if eq (toString $rbac.resource) (toString $rbac.groupsResource) -}}
+{{- fail (printf "settings.trustRBAC: resource and groupsResource are both %q: they must differ, or a grant to claim a user would also let the submitter claim a group of that name" (toString $rbac.resource)) -}}
 {{- end -}}
 {{- end -}}
 {{- range $i, $e := ($s.workloads | default list) -}}

@@ -1,0 +1,100 @@
+package manifests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/yunikorn-userinfo/userinfo/test/manifests/internal/chartrender"
+)
+
+// settingsFixture is one case of testdata/settings.json: settings and the
+// policy's verdict on them. The policy is held to these verdicts natively
+// (policy TestValidateSettings_fixtures) and in the built module's
+// validate_settings (host/conformance TestOurHost_settings).
+type settingsFixture struct {
+	Name     string          `json:"name"`
+	Settings json.RawMessage `json:"settings"`
+	// SettingsText: a document no encoder writes (duplicate keys); values
+	// are a map, so such settings never come out of the chart.
+	SettingsText string `json:"settingsText"`
+	Valid        bool   `json:"valid"`
+	Message      string `json:"message"`
+}
+
+// chartSettingsExceptions are the fixtures whose settings the chart cannot
+// hand to the policy as written, and why that is no crash loop.
+var chartSettingsExceptions = map[string]string{
+	// Helm deletes a key whose value is null: the rendered settings do not
+	// have it, and the policy takes its default.
+	"null list": "helm drops null values",
+	// settings: null deletes the chart's defaults too; the chart refuses to
+	// render without them. Stricter than the policy, not a crash loop.
+	"null means defaults": "helm drops null values",
+	// The chart gives validateOnly to the validating twin only and refuses
+	// it in values. Stricter than the policy, not a crash loop.
+	"validateOnly": "the chart sets validateOnly itself",
+	// The chart routes a custom kind to the policy by its version and
+	// resource, which the policy does not need; it refuses the entry
+	// without them. Stricter than the policy, not a crash loop.
+	"workloads: presets and a custom kind": "the chart needs version and resource",
+}
+
+// TestChart_settingsFixtures: settings that `helm install` accepts never
+// crash-loop the webhook. Every settings fixture the policy refuses is
+// refused by the chart too (values.schema.json, or the chart's own checks
+// with the policy's words where the schema cannot say it), with and
+// without schema validation where the chart's checks apply; every
+// fixture the policy accepts renders.
+func TestChart_settingsFixtures(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "settings.json"))
+	require.NoError(t, err)
+	var cases []settingsFixture
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	require.Greater(t, len(cases), 50)
+	index := regexp.MustCompile(`\[\d+\]`)
+	sameWords := 0
+	for _, c := range cases {
+		if c.SettingsText != "" {
+			continue
+		}
+		if why, ok := chartSettingsExceptions[c.Name]; ok {
+			t.Logf("%s: not compared (%s)", c.Name, why)
+			continue
+		}
+		var s any
+		require.NoError(t, json.Unmarshal(c.Settings, &s), c.Name)
+		for _, mode := range []string{"standalone", "kubewarden"} {
+			v := map[string]any{"mode": mode, "settings": s}
+			_, err := render(t, v, "yunikorn-userinfo", "yunikorn-userinfo")
+			if c.Valid {
+				assert.NoError(t, err, "%s (%s): the policy accepts %s", c.Name, mode, c.Settings)
+				continue
+			}
+			if !assert.Error(t, err, "%s (%s): the policy refuses %s (%s); the chart must too", c.Name, mode, c.Settings, c.Message) {
+				continue
+			}
+			// The chart's own checks use the policy's words (less an
+			// array index the string form has no way to know).
+			_, own := renderWith(t, v, "yunikorn-userinfo", "yunikorn-userinfo", chartrender.Options{Upgrade: true, SkipSchema: true})
+			if own != nil && (regexp.MustCompile(`empty pattern|comma-separated list|must not be empty`).MatchString(c.Message)) {
+				want := c.Message
+				if m := regexp.MustCompile(`^(.*?): (empty pattern \(between commas\).*)$`).FindStringSubmatch(want); m != nil {
+					want = index.ReplaceAllString(m[1], "") + ": " + m[2]
+				}
+				if m := regexp.MustCompile(`^(.*? is a comma-separated list in one array entry: .*? its own entry)`).FindStringSubmatch(want); m != nil {
+					want = m[1]
+				}
+				assert.Contains(t, own.Error(), want, "%s (%s)", c.Name, mode)
+				sameWords++
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, sameWords, 12, "the chart's checks give the policy's words")
+}
