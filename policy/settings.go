@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
 )
 
 // Setting keys, as operators write them in the Kubewarden settings object.
@@ -326,7 +328,7 @@ func parseList(errs *settingsError, key string, v gjson.Result) ([]string, bool)
 		if strings.TrimSpace(list) == "" {
 			return nil, true
 		}
-		pieces, err := splitPatterns(list)
+		pieces, err := nsfilter.SplitPatterns(list)
 		if err != "" {
 			errs.problems = append(errs.problems, "settings."+key+": "+err)
 			return nil, false
@@ -351,53 +353,6 @@ func parseList(errs *settingsError, key string, v gjson.Result) ([]string, bool)
 	}
 	errs.problems = append(errs.problems, "settings."+key+": must be a list of regular expressions (an array of strings or one comma-separated string), got "+describe(v))
 	return nil, false
-}
-
-// splitPatterns splits a comma-separated list of regular expressions at
-// the commas that separate patterns: not at an escaped comma, nor inside
-// a character class, a repetition like {1,8}, or parentheses, where the
-// comma belongs to the pattern. A list whose brackets do not balance is an
-// error rather than a guess.
-func splitPatterns(list string) ([]string, string) {
-	var pieces []string
-	start, paren, brace := 0, 0, 0
-	inClass := false
-	for i := 0; i < len(list); i++ {
-		switch c := list[i]; {
-		case c == '\\':
-			i++ // the escaped character is literal
-		case inClass:
-			if c == ']' {
-				inClass = false
-			}
-		case c == '[':
-			inClass = true
-			// A ] right after [ or [^ is a literal member of the class.
-			if i+1 < len(list) && list[i+1] == '^' {
-				i++
-			}
-			if i+1 < len(list) && list[i+1] == ']' {
-				i++
-			}
-		case c == '(':
-			paren++
-		case c == ')':
-			paren--
-		case c == '{':
-			brace++
-		case c == '}':
-			if brace > 0 {
-				brace--
-			}
-		case c == ',' && paren == 0 && brace == 0:
-			pieces = append(pieces, list[start:i])
-			start = i + 1
-		}
-	}
-	if inClass || paren != 0 || brace != 0 {
-		return nil, "cannot split " + quote(list) + " into patterns: a bracket, brace or parenthesis is not closed (write the list as an array of strings to be explicit)"
-	}
-	return append(pieces, list[start:]), ""
 }
 
 // compileAll compiles the patterns of one setting, and records a warning
@@ -441,16 +396,9 @@ func mustCompileAll(patterns []string) []*regexp.Regexp {
 	return out
 }
 
-// matchAny reports whether any pattern matches s. Matching is an unanchored
-// search, as YuniKorn's regexp.MatchString: anchors are the operator's job.
-func matchAny(patterns []*regexp.Regexp, s string) bool {
-	for _, re := range patterns {
-		if re.MatchString(s) {
-			return true
-		}
-	}
-	return false
-}
+// matchAny reports whether any pattern matches s (an unanchored search,
+// as YuniKorn's).
+func matchAny(patterns []*regexp.Regexp, s string) bool { return nsfilter.MatchAny(patterns, s) }
 
 // groupShaping is recordedGroups: which of the submitter's groups the
 // annotation records. Only groups of request.userInfo are ever written;

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/workloads"
+	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
 	"github.com/yunikorn-userinfo/userinfo/policy/queues"
 )
 
@@ -73,6 +74,10 @@ type Options struct {
 	Workloads *workloads.Set
 	// Dynamic reads the custom kinds; required when Workloads has kinds.
 	Dynamic dynamic.Interface
+	// Scheduling, if set, is the policy's scheduling setting: Pods and
+	// templates of another scheduler in a namespace it processes are
+	// audited too (the policy sends such Pods to YuniKorn).
+	Scheduling *Scheduling
 	// Logger gets debug lines (default: discard).
 	Logger *slog.Logger
 }
@@ -198,6 +203,7 @@ func Run(ctx context.Context, cs kubernetes.Interface, opts Options) (*Report, e
 		apps:       map[string]*appUsers{},
 		parents:    map[string]string{},
 		namespaces: map[string]string{},
+		processed:  map[string]bool{},
 		gvrs:       map[workloads.KindRef]schema.GroupVersionResource{},
 	}
 	if err := s.resolveKinds(ctx); err != nil {
@@ -267,6 +273,9 @@ type scan struct {
 	parents map[string]string
 	// namespaces interns the namespace names kept per application.
 	namespaces map[string]string
+	// processed caches, per namespace, whether the scheduling setting
+	// processes it.
+	processed map[string]bool
 	// gvrs are the custom kinds the API server serves, as resolved.
 	gvrs map[workloads.KindRef]schema.GroupVersionResource
 	// failed marks, per object, that it has a finding (reset per object).
@@ -415,7 +424,7 @@ func (s *scan) workloads(ctx context.Context) error {
 	ns := s.opts.Namespace
 	apps, batch, core := s.cs.AppsV1(), s.cs.BatchV1(), s.cs.CoreV1()
 	tmpl := func(kind, apiVersion string, meta *metav1.ObjectMeta, t *corev1.PodTemplateSpec, where string) {
-		if t.Spec.SchedulerName != s.opts.SchedulerName {
+		if !s.schedules(ctx, meta.Namespace, t.Spec.SchedulerName, t.Labels[nsfilter.LabelApp]) {
 			return
 		}
 		res := Resource{APIVersion: apiVersion, Kind: kind, Namespace: meta.Namespace, Name: meta.Name, UID: meta.UID}
@@ -526,7 +535,7 @@ func (s *scan) pods(ctx context.Context) error {
 		}
 		return l.Items, l.ListMeta, nil
 	}, func(p *corev1.Pod) {
-		if p.Spec.SchedulerName != s.opts.SchedulerName {
+		if !s.schedules(ctx, p.Namespace, p.Spec.SchedulerName, p.Labels[nsfilter.LabelApp]) {
 			return
 		}
 		res := Resource{APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
