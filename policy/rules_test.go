@@ -39,8 +39,6 @@ var ruleStrings = []ruleString{
 // ruleExceptions are the files allowed to spell a rule string outside its
 // package, each with the reason.
 var ruleExceptions = map[string]string{
-	// Its AnnotationKey goes when the package moves under policy/.
-	"internal/yunikorn/workloads/workloads.go": "yunikorn.apache.org/user.info",
 	// The e2e module cannot import the root module: its requirements
 	// would raise the versions of modules (prometheus, x/crypto,
 	// protobuf) that the kube-apiserver built from that module links.

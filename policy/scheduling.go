@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/yunikorn-userinfo/userinfo/policy/appid"
+	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
 )
 
 // The scheduling jobs (docs/BEHAVIOUR.md §3.10): the other work YuniKorn's
@@ -24,11 +25,10 @@ import (
 // Keys and values YuniKorn's admission controller reads and writes
 // (k8shim pkg/common/constants).
 const (
-	labelApp                  = "app"
-	yunikornPodLabelValue     = "yunikorn"
+	labelApp                  = nsfilter.LabelApp
 	annotationAllowPreemption = "yunikorn.apache.org/allow-preemption"
 	annotationIgnoreApp       = "yunikorn.apache.org/ignore-application"
-	annotationEnableYuniKorn  = "yunikorn.apache.org/namespace.enableYuniKorn"
+	annotationEnableYuniKorn  = nsfilter.AnnotationEnableYuniKorn
 	annotationGenerateAppID   = "yunikorn.apache.org/namespace.generateAppId"
 )
 
@@ -53,7 +53,7 @@ const keyScheduling = "scheduling"
 const schedulingKeys = "schedulerName, processNamespaces, bypassNamespaces, labelNamespaces, noLabelNamespaces, generateUniqueAppIds, namespaceAnnotations, preemption"
 
 // defaultBypassNamespaces is YuniKorn's admissionController.filtering.bypassNamespaces.
-const defaultBypassNamespaces = "^kube-system$"
+const defaultBypassNamespaces = nsfilter.DefaultBypass
 
 // parseScheduling reads scheduling: null (off) or an object whose keys
 // default as YuniKorn's admission controller does.
@@ -174,12 +174,12 @@ func schedulerOfAO(a *appOwnershipSettings) string {
 
 // triState is a namespace annotation as YuniKorn's namespace cache reads
 // it: absent (unset), "true", or any other value (false).
-type triState int8
+type triState = nsfilter.State
 
 const (
-	unset triState = iota
-	stateFalse
-	stateTrue
+	unset      = nsfilter.Unset
+	stateFalse = nsfilter.False
+	stateTrue  = nsfilter.True
 )
 
 // schedEdit sets one string member of the Pod: key in the object at path,
@@ -232,7 +232,7 @@ func planScheduling(s *Settings, r request, cur *podMeta) (*schedPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if app == yunikornPodLabelValue {
+	if nsfilter.IsSchedulerPod(app) {
 		return &schedPlan{note: "scheduling: the scheduler's own pod"}, nil
 	}
 	if r.namespace.Exists() && r.namespace.Type != gjson.String && r.namespace.Type != gjson.Null {
@@ -276,11 +276,7 @@ func planScheduling(s *Settings, r request, cur *podMeta) (*schedPlan, error) {
 				"; its annotations "+annotationEnableYuniKorn+" and "+annotationGenerateAppID+" were not read, the namespace lists decided")
 		}
 	}
-	process := enable == stateTrue
-	if enable == unset {
-		process = (len(sc.process) == 0 || matchAny(sc.process, ns)) && !matchAny(sc.bypass, ns)
-	}
-	if !process {
+	if !nsfilter.Processed(sc.process, sc.bypass, nsfilter.State(enable), ns) {
 		p.note = "scheduling: namespace not processed"
 		return p, nil
 	}
@@ -403,13 +399,11 @@ func namespaceFlags(ns string) (enable, generate triState, err error) {
 	annotations := gjson.Get(obj, "metadata.annotations")
 	flag := func(key string) triState {
 		v := annotations.Get(gjson.Escape(key))
-		switch {
-		case !v.Exists():
-			return unset
-		case v.Type == gjson.String && str(v) == "true":
-			return stateTrue
+		value := ""
+		if v.Type == gjson.String {
+			value = str(v)
 		}
-		return stateFalse
+		return nsfilter.Flag(v.Exists(), value)
 	}
 	return flag(annotationEnableYuniKorn), flag(annotationGenerateAppID), nil
 }

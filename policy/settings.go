@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/yunikorn-userinfo/userinfo/policy/jsonx"
+	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
 )
 
 // Setting keys, as operators write them in the Kubewarden settings object.
@@ -318,7 +319,7 @@ func parseList(errs *settingsError, key string, v gjson.Result) ([]string, bool)
 		if strings.TrimSpace(list) == "" {
 			return nil, true
 		}
-		pieces, err := splitPatterns(list)
+		pieces, err := nsfilter.SplitPatterns(list)
 		if err != "" {
 			errs.problems = append(errs.problems, "settings."+key+": "+err)
 			return nil, false
@@ -466,16 +467,9 @@ func mustCompileAll(patterns []string) []*regexp.Regexp {
 	return out
 }
 
-// matchAny reports whether any pattern matches s. Matching is an unanchored
-// search, as YuniKorn's regexp.MatchString: anchors are the operator's job.
-func matchAny(patterns []*regexp.Regexp, s string) bool {
-	for _, re := range patterns {
-		if re.MatchString(s) {
-			return true
-		}
-	}
-	return false
-}
+// matchAny reports whether any pattern matches s (an unanchored search,
+// as YuniKorn's).
+func matchAny(patterns []*regexp.Regexp, s string) bool { return nsfilter.MatchAny(patterns, s) }
 
 // groupShaping is recordedGroups: which of the submitter's groups the
 // annotation records. Only groups of request.userInfo are ever written;

@@ -74,7 +74,10 @@ audited too: every pod template at the kind's paths and the object's own
 annotations must record one valid user.info, and what their operators
 create (Pods, Jobs, RayClusters, ...) must record what its controller
 records. A kind the API server does not serve (CRD not installed) is
-reported once and skipped.
+reported once and skipped. With their "scheduling" setting on, Pods and
+templates of any scheduler in a namespace it processes (processNamespaces,
+bypassNamespaces, the namespace's enableYuniKorn annotation) are audited
+too: the policy sends such Pods to YuniKorn.
 
 Workloads made before the policy was installed, while it was down, in
 monitor mode, or in namespaces it does not cover are what this finds.
@@ -138,7 +141,7 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if err != nil {
 		return err
 	}
-	kinds, err := a.auditWorkloads(cmd.Context(), logger, f)
+	kinds, sched, err := a.auditWorkloads(cmd.Context(), logger, f)
 	if err != nil {
 		return err
 	}
@@ -166,7 +169,7 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	opts := audit.Options{
 		Namespace: f.namespace, SchedulerName: f.schedulerName, PageSize: f.pageSize,
 		UniqueAppIDs: f.uniqueAppIDs, ProgressEvery: f.progressEvery, Logger: logger,
-		Workloads: kinds, Dynamic: dyn,
+		Workloads: kinds, Dynamic: dyn, Scheduling: sched,
 	}
 	if !f.quiet {
 		opts.Progress = a.stderr
@@ -252,27 +255,34 @@ var reportAPIs = map[string]audit.ReportAPI{audit.OpenReports.Name: audit.OpenRe
 // are given: the settings are read as run and serve read them, and
 // checked by the embedded policy's validate_settings first, so that the
 // audit judges with settings the policy accepts.
-func (a *app) auditWorkloads(ctx context.Context, logger *slog.Logger, f *auditFlags) (*workloads.Set, error) {
+//
+// It also returns the settings' scheduling setting (nil: off): with it,
+// Pods and templates the policy would send to YuniKorn are audited too.
+func (a *app) auditWorkloads(ctx context.Context, logger *slog.Logger, f *auditFlags) (*workloads.Set, *audit.Scheduling, error) {
 	if f.settingsPath == "" && f.settingsJSON == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	raw, err := readSettings(f.settingsPath, f.settingsJSON)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	eng, err := a.loadModule(ctx, embeddedName, a.policy, engine.Options{
 		Logger: logger, MaxInstances: 1, Timeout: engine.DefaultTimeout, MemoryLimitPages: defaultMemoryLimitMiB * pagesPerMiB,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { _ = eng.Close(context.WithoutCancel(ctx)) }()
 	if err := webhook.CheckSettings(ctx, logger, eng, raw); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kinds, err := workloads.ParseSettings(raw)
 	if err != nil {
-		return nil, fmt.Errorf("read the settings' workloads: %w", err)
+		return nil, nil, fmt.Errorf("read the settings' workloads: %w", err)
 	}
-	return kinds, nil
+	sched, err := audit.ParseScheduling(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the settings' scheduling: %w", err)
+	}
+	return kinds, sched, nil
 }

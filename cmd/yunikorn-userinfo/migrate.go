@@ -4,16 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/audit"
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/ykconfig"
+	"github.com/yunikorn-userinfo/userinfo/policy/appid"
 )
 
 // migrateFlags are the flags of `migrate`.
@@ -59,7 +65,11 @@ On stderr, one line per key: KEY: STATUS: what became of it. STATUS is
 mapped; differs (the policy behaves differently from YuniKorn there); invalid
 (YuniKorn runs with its default); not mapped (the policy has nothing that does
 it: the line says what to do instead); ignored (not the admission
-controller's). See the README, "Migrating from YuniKorn's admission
+controller's); warning (carried over as YuniKorn runs it, with a consequence
+to act on: generateUniqueAppId false makes the Pods without an application
+ID of a namespace one application, yunikorn-NAMESPACE-autogen, owned by the
+user of its first Pod; with --kubeconfig the namespaces whose generated
+application already holds Pods without user.info are named). See the README, "Migrating from YuniKorn's admission
 controller".`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -86,12 +96,13 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 		return fmt.Errorf("invalid --output %q: want yaml or json", f.output)
 	}
 	var src ykconfig.Source
+	var cs kubernetes.Interface
 	var err error
 	switch {
 	case f.kubeconfig != "" && len(args) > 0:
 		return errors.New("give FILEs or --kubeconfig, not both")
 	case f.kubeconfig != "":
-		src, err = readClusterConfigMaps(ctx, f)
+		src, cs, err = readClusterConfigMaps(ctx, f)
 	case len(args) > 0:
 		src, err = a.readConfigMapFiles(args)
 	default:
@@ -121,6 +132,9 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 	fmt.Fprintf(a.stderr, "migrate: %s\n", src.Describe())
 	if err := res.WriteReport(a.stderr); err != nil {
 		return err
+	}
+	if res.SharedAutogen && cs != nil {
+		a.reportAutogen(ctx, cs, f.timeout)
 	}
 	if f.validate {
 		if err := a.checkMigrated(ctx, out); err != nil {
@@ -183,27 +197,99 @@ func (a *app) readConfigMapFiles(paths []string) (ykconfig.Source, error) {
 
 // readClusterConfigMaps reads yunikorn-defaults and yunikorn-configs from
 // the API server; either may be absent, as for YuniKorn.
-func readClusterConfigMaps(ctx context.Context, f *migrateFlags) (ykconfig.Source, error) {
+func readClusterConfigMaps(ctx context.Context, f *migrateFlags) (ykconfig.Source, kubernetes.Interface, error) {
 	var src ykconfig.Source
 	cfg, err := migrateKubeConfig(f.kubeconfig, f.kubeContext)
 	if err != nil {
-		return src, err
+		return src, nil, err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return src, fmt.Errorf("API client: %w", err)
+		return src, nil, fmt.Errorf("API client: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	src, missing, err := ykconfig.ReadCluster(ctx, cs, f.namespace)
 	if err != nil {
-		return src, err
+		return src, nil, err
 	}
 	if len(missing) == 2 {
-		return src, fmt.Errorf("no ConfigMap %s or %s in namespace %q: is YuniKorn installed there? (--namespace)",
+		return src, nil, fmt.Errorf("no ConfigMap %s or %s in namespace %q: is YuniKorn installed there? (--namespace)",
 			ykconfig.ConfigMapName, ykconfig.DefaultsConfigMapName, f.namespace)
 	}
-	return src, nil
+	return src, cs, nil
+}
+
+// Bounds of the look for Pods in generated applications: it is a hint,
+// not an audit (audit reads everything), so it stops after this many
+// Pods.
+const (
+	autogenPageSize = 500
+	autogenMaxPods  = 10000
+)
+
+// reportAutogen names, on stderr, the namespaces that already hold Pods
+// YuniKorn schedules without user.info in their namespace's generated
+// application (yunikorn-NAMESPACE-autogen): the application may already
+// belong to "nobody" or to whoever created its first Pod. It reads at
+// most autogenMaxPods Pods, and a failure (no list permission, say) is a
+// line of the report, not an error: the settings are still printed.
+func (a *app) reportAutogen(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	found, read, complete, err := autogenNamespaces(ctx, cs)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "migrate: could not look for Pods in generated applications (audit finds them): %v\n", err)
+		return
+	}
+	scope := fmt.Sprintf("all %d Pods read", read)
+	if !complete {
+		scope = fmt.Sprintf("the first %d Pods read; audit reads them all", read)
+	}
+	if len(found) == 0 {
+		fmt.Fprintf(a.stderr, "migrate: no Pod without user.info in a generated application yunikorn-NAMESPACE-autogen (%s)\n", scope)
+		return
+	}
+	parts := make([]string, 0, len(found))
+	for _, ns := range slices.Sorted(maps.Keys(found)) {
+		parts = append(parts, fmt.Sprintf("%s (%d)", ns, found[ns]))
+	}
+	fmt.Fprintf(a.stderr, "migrate: namespaces whose generated application yunikorn-NAMESPACE-autogen already holds Pods without "+
+		"user.info (its owner may be \"nobody\" or the first Pod's user; recreate them once the IDs are unique or set): %s (%s)\n",
+		strings.Join(parts, ", "), scope)
+}
+
+// autogenNamespaces counts, per namespace, the Pods of YuniKorn's scheduler
+// without user.info whose application is their namespace's generated one.
+func autogenNamespaces(ctx context.Context, cs kubernetes.Interface) (found map[string]int, read int, complete bool, err error) {
+	found = map[string]int{}
+	opts := metav1.ListOptions{Limit: autogenPageSize}
+	for read < autogenMaxPods {
+		l, err := cs.CoreV1().Pods("").List(ctx, opts)
+		if err != nil {
+			return nil, read, false, fmt.Errorf("list Pods: %w", err)
+		}
+		for i := range l.Items {
+			p := &l.Items[i]
+			read++
+			if p.Spec.SchedulerName != "yunikorn" {
+				continue
+			}
+			if _, ok := p.Annotations[audit.AnnotationKey]; ok {
+				continue
+			}
+			_, generated := appid.Of(p.Namespace, func(k string) string { return p.Labels[k] },
+				func(k string) string { return p.Annotations[k] }, false)
+			if generated {
+				found[p.Namespace]++
+			}
+		}
+		if l.Continue == "" {
+			return found, read, true, nil
+		}
+		opts.Continue = l.Continue
+	}
+	return found, read, false, nil
 }
 
 // migrateKubeConfig is the API server configuration of a kubeconfig file

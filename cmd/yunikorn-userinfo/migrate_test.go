@@ -242,11 +242,105 @@ current-context: wrong
 	res := runCLIWith(t, compilationCache(t), "", "migrate", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "yk",
 		"-o", "json", "--queue-check", "warn")
 	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
-	assert.Equal(t, []string{"/api/v1/namespaces/yk/configmaps/yunikorn-defaults", "/api/v1/namespaces/yk/configmaps/yunikorn-configs"}, paths)
+	// generateUniqueAppId is not set: migrate also looks for Pods in
+	// generated applications, which this server does not serve.
+	assert.Equal(t, []string{"/api/v1/namespaces/yk/configmaps/yunikorn-defaults", "/api/v1/namespaces/yk/configmaps/yunikorn-configs",
+		"/api/v1/pods"}, paths)
+	assert.Contains(t, res.stderr, "migrate: could not look for Pods in generated applications (audit finds them): list Pods: ")
 	assert.JSONEq(t, `{"externalUsers":["^livy$"],"queueCheck":{"mode":"warn","namespace":"yk","policyGroup":"batch"},"scheduling":{}}`, res.stdout)
 	assert.Contains(t, res.stderr, "migrate: yk/yunikorn-configs\n")
 
 	res = runCLIWith(t, compilationCache(t), "", "migrate", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "elsewhere")
 	assert.Equal(t, 1, res.code)
 	assert.Equal(t, "Error: no ConfigMap yunikorn-configs or yunikorn-defaults in namespace \"elsewhere\": is YuniKorn installed there? (--namespace)\n", res.stderr)
+}
+
+// TestMigrate_autogen: with generateUniqueAppId false (YuniKorn's
+// default, or set so), the report says that the Pods without an
+// application ID of a namespace share one generated application and what
+// to do; with --kubeconfig it names the namespaces whose generated
+// application already holds Pods without user.info, reading the Pods page
+// by page. With unique IDs there is no such line, and no Pod is read.
+func TestMigrate_autogen(t *testing.T) {
+	cache := compilationCache(t)
+	const line = "admissionController.filtering.generateUniqueAppId: warning: "
+	res := runCLIWith(t, cache, "", "migrate", filepath.Join(ykExamples, "frontends.yaml"))
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Contains(t, res.stderr, line+"not set (YuniKorn's default false): every Pod without an application ID in a namespace "+
+		"joins one application, yunikorn-NAMESPACE-autogen, which YuniKorn charges to the user of whichever Pod created it first "+
+		"(\"nobody\" when")
+	assert.Contains(t, res.stderr, "set admissionController.filtering.generateUniqueAppId \"true\" (and scheduling.generateUniqueAppIds: "+
+		"true in these settings)")
+	assert.Contains(t, res.stderr, "or give the workloads application IDs")
+	res = runCLIWith(t, cache, "", "migrate", filepath.Join(ykExamples, "frontends.yaml"), "--scheduling=false")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Contains(t, res.stderr, "applicationOwnership.generateUniqueAppIds (with --application-ownership): true in these settings")
+	res = runCLIWith(t, cache, "", "migrate", filepath.Join(ykExamples, "layered.yaml"))
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.NotContains(t, res.stderr, line, `"1" is true: unique IDs`)
+
+	pod := func(ns, name, scheduler string, labels, annotations map[string]string) map[string]any {
+		return map[string]any{"metadata": map[string]any{"namespace": ns, "name": name, "labels": labels, "annotations": annotations},
+			"spec": map[string]any{"schedulerName": scheduler}}
+	}
+	ui := map[string]string{"yunikorn.apache.org/user.info": `{"user":"ann"}`}
+	pages := [][]map[string]any{
+		{
+			pod("a", "bare", "yunikorn", nil, nil),                                      // in yunikorn-a-autogen, no user.info
+			pod("a", "recorded", "yunikorn", nil, ui),                                   // recorded
+			pod("b", "named", "yunikorn", map[string]string{"applicationId": "x"}, nil), // its own application
+			pod("c", "other", "default-scheduler", nil, nil),                            // not YuniKorn's
+			pod("e", "unique", "yunikorn", map[string]string{"applicationId": "e-uniqueautogen"}, nil),
+		},
+		{pod("d", "bare", "yunikorn", nil, nil), pod("d", "bare2", "yunikorn", nil, nil)},
+	}
+	unique := "false"
+	var paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths = append(paths, r.URL.Path+"?"+r.URL.RawQuery)
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api/v1/namespaces/yunikorn/configmaps/yunikorn-configs":
+			fmt.Fprintf(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"yunikorn-configs","namespace":"yunikorn"},`+
+				`"data":{"admissionController.filtering.generateUniqueAppId":%q}}`, unique)
+		case "/api/v1/pods":
+			page, next := 0, "1"
+			if r.URL.Query().Get("continue") == "1" {
+				page, next = 1, ""
+			}
+			items, _ := json.Marshal(pages[page])
+			fmt.Fprintf(w, `{"apiVersion":"v1","kind":"PodList","metadata":{"continue":%q},"items":%s}`, next, items)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	defer srv.Close()
+	kubeconfig := writeFile(t, "kubeconfig", `apiVersion: v1
+kind: Config
+clusters:
+- name: fake
+  cluster: {server: "`+srv.URL+`"}
+users:
+- name: u
+  user: {token: t}
+contexts:
+- name: fake
+  context: {cluster: fake, user: u}
+current-context: fake
+`)
+	res = runCLIWith(t, cache, "", "migrate", "--kubeconfig", kubeconfig)
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Contains(t, res.stderr, line+`"false": every Pod without an application ID`)
+	assert.Contains(t, res.stderr, "migrate: namespaces whose generated application yunikorn-NAMESPACE-autogen already holds Pods "+
+		"without user.info (its owner may be \"nobody\" or the first Pod's user; recreate them once the IDs are unique or set): "+
+		"a (1), d (2) (all 7 Pods read)\n")
+	assert.Equal(t, []string{"/api/v1/pods?limit=500", "/api/v1/pods?continue=1&limit=500"}, paths[2:], "paged")
+
+	unique, paths = "true", nil
+	res = runCLIWith(t, cache, "", "migrate", "--kubeconfig", kubeconfig)
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.NotContains(t, res.stderr, line)
+	assert.NotContains(t, res.stderr, "autogen")
+	assert.Len(t, paths, 2, "no Pod read: %v", paths)
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
 	"github.com/yunikorn-userinfo/userinfo/policy/queues"
 	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
@@ -72,6 +74,10 @@ type Options struct {
 	Workloads *workloads.Set
 	// Dynamic reads the custom kinds; required when Workloads has kinds.
 	Dynamic dynamic.Interface
+	// Scheduling, if set, is the policy's scheduling setting: Pods and
+	// templates of another scheduler in a namespace it processes are
+	// audited too (the policy sends such Pods to YuniKorn).
+	Scheduling *Scheduling
 	// Logger gets debug lines (default: discard).
 	Logger *slog.Logger
 }
@@ -197,6 +203,7 @@ func Run(ctx context.Context, cs kubernetes.Interface, opts Options) (*Report, e
 		apps:       map[string]*appUsers{},
 		parents:    map[string]string{},
 		namespaces: map[string]string{},
+		processed:  map[string]bool{},
 		gvrs:       map[workloads.KindRef]schema.GroupVersionResource{},
 	}
 	if err := s.resolveKinds(ctx); err != nil {
@@ -212,17 +219,48 @@ func Run(ctx context.Context, cs kubernetes.Interface, opts Options) (*Report, e
 		return nil, err
 	}
 	s.sharedApps()
-	sort.SliceStable(s.report.Findings, func(i, j int) bool {
-		a, b := s.report.Findings[i].Resource, s.report.Findings[j].Resource
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		return a.Name < b.Name
-	})
+	sortReport(s.report)
 	return s.report, nil
+}
+
+// sortReport puts every list of the report in a total order that does not
+// depend on the order the API server listed the objects in, so that the
+// same cluster gives the same report.
+func sortReport(r *Report) {
+	sort.Slice(r.Findings, func(i, j int) bool { return findingLess(&r.Findings[i], &r.Findings[j]) })
+	sort.Slice(r.ClusterFindings, func(i, j int) bool { return r.ClusterFindings[i].AppID < r.ClusterFindings[j].AppID })
+	sort.Slice(r.Skipped, func(i, j int) bool {
+		a, b := r.Skipped[i], r.Skipped[j]
+		return cmpStrings(a.Group, b.Group, a.Kind, b.Kind, a.Version, b.Version, a.Entry, b.Entry, a.Reason, b.Reason) < 0
+	})
+}
+
+// findingLess orders findings by namespace, kind, name, then every other
+// field, so that no two different findings tie.
+func findingLess(a, b *Finding) bool {
+	x, y := a.Resource, b.Resource
+	return cmpStrings(x.Namespace, y.Namespace, x.Kind, y.Kind, x.Name, y.Name, x.APIVersion, y.APIVersion,
+		string(x.UID), string(y.UID), a.Rule, b.Rule, a.AppID, b.AppID, a.User, b.User, a.Message, b.Message) < 0
+}
+
+// cmpStrings compares pairs (a0, b0, a1, b1, ...) in turn.
+func cmpStrings(pairs ...string) int {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if c := strings.Compare(pairs[i], pairs[i+1]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// podOlder is the total order of Pods an application's owner is chosen
+// by: creation time (one-second resolution, so ties are common), then
+// namespace, name and UID.
+func podOlder(at time.Time, a Resource, bt time.Time, b Resource) bool {
+	if !at.Equal(bt) {
+		return at.Before(bt)
+	}
+	return cmpStrings(a.Namespace, b.Namespace, a.Name, b.Name, string(a.UID), string(b.UID)) < 0
 }
 
 type scan struct {
@@ -235,15 +273,20 @@ type scan struct {
 	parents map[string]string
 	// namespaces interns the namespace names kept per application.
 	namespaces map[string]string
+	// processed caches, per namespace, whether the scheduling setting
+	// processes it.
+	processed map[string]bool
 	// gvrs are the custom kinds the API server serves, as resolved.
 	gvrs map[workloads.KindRef]schema.GroupVersionResource
 	// failed marks, per object, that it has a finding (reset per object).
 	failed bool
 }
 
-// maxUsersPerApp bounds what is kept of one application: the first users
-// by their oldest Pod; more are counted, not kept. maxNamespacesPerUser
-// bounds the namespaces kept per user.
+// maxUsersPerApp bounds the users a ClusterFinding lists: the first by
+// their oldest Pod; more are counted, not listed (every user of a shared
+// application is kept while scanning: each but the owner is a finding).
+// maxNamespacesPerUser bounds the namespaces kept per user: the first in
+// sorted order.
 const (
 	maxUsersPerApp       = 8
 	maxNamespacesPerUser = 4
@@ -253,7 +296,6 @@ const (
 // Pods and the oldest, and whether its Pods are in several namespaces.
 type appUsers struct {
 	users   []appUser
-	more    int
 	multiNS bool
 }
 
@@ -264,25 +306,25 @@ type appUser struct {
 	example Resource
 	// passed is whether example had no other finding.
 	passed bool
-	// other holds the namespaces of its Pods besides example's, nil for
-	// the usual one namespace (a pointer: most applications have one user
-	// in one namespace, and this record is kept per application).
+	// other holds the namespaces of its Pods once there are several, nil
+	// while they are all in example's (a pointer: most applications have
+	// one user in one namespace, and this record is kept per application).
 	other *otherNamespaces
 }
 
 type otherNamespaces struct {
-	names []string // at most maxNamespacesPerUser-1
+	// names are the first maxNamespacesPerUser namespaces in sorted
+	// order, sorted: the same whatever order the Pods came in.
+	names []string
 	more  bool
 }
 
 // namespacesOf lists the user's namespaces, sorted.
 func (u *appUser) namespacesOf() []string {
-	out := []string{u.example.Namespace}
-	if u.other != nil {
-		out = append(out, u.other.names...)
+	if u.other == nil {
+		return []string{u.example.Namespace}
 	}
-	sort.Strings(out)
-	return out
+	return slices.Clone(u.other.names)
 }
 
 // moreNS is whether the user has Pods in more namespaces than are kept.
@@ -290,22 +332,25 @@ func (u *appUser) moreNS() bool { return u.other != nil && u.other.more }
 
 // addNS records that the user has a Pod in ns.
 func (u *appUser) addNS(ns string) {
-	if ns == u.example.Namespace {
-		return
-	}
 	if u.other == nil {
-		u.other = &otherNamespaces{}
-	}
-	for _, o := range u.other.names {
-		if o == ns {
+		if ns == u.example.Namespace {
 			return
 		}
+		u.other = &otherNamespaces{names: []string{u.example.Namespace}}
 	}
-	if 1+len(u.other.names) >= maxNamespacesPerUser {
-		u.other.more = true
+	i, found := slices.BinarySearch(u.other.names, ns)
+	if found {
 		return
 	}
-	u.other.names = append(u.other.names, ns)
+	if len(u.other.names) < maxNamespacesPerUser {
+		u.other.names = slices.Insert(u.other.names, i, ns)
+		return
+	}
+	u.other.more = true
+	if i < len(u.other.names) {
+		// Keep the first names: ns displaces the last.
+		u.other.names = slices.Insert(u.other.names[:len(u.other.names)-1], i, ns)
+	}
 }
 
 func (s *scan) add(f Finding) {
@@ -379,7 +424,7 @@ func (s *scan) workloads(ctx context.Context) error {
 	ns := s.opts.Namespace
 	apps, batch, core := s.cs.AppsV1(), s.cs.BatchV1(), s.cs.CoreV1()
 	tmpl := func(kind, apiVersion string, meta *metav1.ObjectMeta, t *corev1.PodTemplateSpec, where string) {
-		if t.Spec.SchedulerName != s.opts.SchedulerName {
+		if !s.schedules(ctx, meta.Namespace, t.Spec.SchedulerName, t.Labels[nsfilter.LabelApp]) {
 			return
 		}
 		res := Resource{APIVersion: apiVersion, Kind: kind, Namespace: meta.Namespace, Name: meta.Name, UID: meta.UID}
@@ -490,7 +535,7 @@ func (s *scan) pods(ctx context.Context) error {
 		}
 		return l.Items, l.ListMeta, nil
 	}, func(p *corev1.Pod) {
-		if p.Spec.SchedulerName != s.opts.SchedulerName {
+		if !s.schedules(ctx, p.Namespace, p.Spec.SchedulerName, p.Labels[nsfilter.LabelApp]) {
 			return
 		}
 		res := Resource{APIVersion: "v1", Kind: "Pod", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
@@ -581,20 +626,12 @@ func (s *scan) recordApp(appID, user string, created time.Time, res Resource, pa
 		u := &a.users[i]
 		if u.user == user {
 			u.pods++
-			if created.Before(u.oldest) {
-				// The namespaces stay those seen: the old example's joins them.
-				prev := u.example.Namespace
+			u.addNS(ns)
+			if podOlder(created, res, u.oldest, u.example) {
 				u.oldest, u.example, u.passed = created, res, passed
-				u.addNS(prev)
-			} else {
-				u.addNS(ns)
 			}
 			return
 		}
-	}
-	if len(a.users) >= maxUsersPerApp {
-		a.more++
-		return
 	}
 	a.users = append(a.users, appUser{user: user, pods: 1, oldest: created, example: res, passed: passed})
 }
@@ -616,16 +653,18 @@ func (s *scan) sharedApps() {
 	sort.Strings(ids)
 	for _, id := range ids {
 		a := s.apps[id]
-		sort.SliceStable(a.users, func(i, j int) bool { return a.users[i].oldest.Before(a.users[j].oldest) })
+		sort.Slice(a.users, func(i, j int) bool {
+			return podOlder(a.users[i].oldest, a.users[i].example, a.users[j].oldest, a.users[j].example)
+		})
 		owner := a.users[0]
+		others := ""
+		if len(a.users) > 2 {
+			others = fmt.Sprintf("; %d users in all", len(a.users))
+		}
 		for _, u := range a.users[1:] {
-			more := ""
-			if a.more > 0 {
-				more = fmt.Sprintf("; %d more users not listed", a.more)
-			}
 			s.report.Findings = append(s.report.Findings, Finding{Rule: RuleSharedAppID, Resource: u.example, User: u.user, AppID: id,
 				Message: fmt.Sprintf("application %s is shared by users %q (%d pods, oldest %s/%s) and %q (%d pods, oldest this one)%s",
-					id, owner.user, owner.pods, owner.example.Namespace, owner.example.Name, u.user, u.pods, more)})
+					id, owner.user, owner.pods, owner.example.Namespace, owner.example.Name, u.user, u.pods, others)})
 		}
 		// Keep the pass counts right: the example Pods failed after all.
 		for _, u := range a.users[1:] {
@@ -642,11 +681,12 @@ func (s *scan) sharedApps() {
 // clusterFinding describes an application whose Pods in several
 // namespaces name several users (a.users sorted, the owner first).
 func clusterFinding(id string, a *appUsers) ClusterFinding {
-	f := ClusterFinding{Rule: RuleSharedAppID, AppID: id, MoreUsers: a.more}
+	listed := a.users[:min(len(a.users), maxUsersPerApp)]
+	f := ClusterFinding{Rule: RuleSharedAppID, AppID: id, MoreUsers: len(a.users) - len(listed)}
 	all := map[string]bool{}
-	parts := make([]string, 0, len(a.users))
-	for i := range a.users {
-		u := &a.users[i]
+	parts := make([]string, 0, len(listed))
+	for i := range listed {
+		u := &listed[i]
 		nss := u.namespacesOf()
 		for _, ns := range nss {
 			all[ns] = true
@@ -668,10 +708,10 @@ func clusterFinding(id string, a *appUsers) ClusterFinding {
 	}
 	sort.Strings(f.Namespaces)
 	more := ""
-	if a.more > 0 {
-		more = fmt.Sprintf("; %d more users not listed", a.more)
+	if f.MoreUsers > 0 {
+		more = fmt.Sprintf("; %d more users not listed", f.MoreUsers)
 	}
 	f.Message = fmt.Sprintf("application %s (YuniKorn's application IDs are cluster-wide) has Pods in namespaces %s naming %d users: %s%s",
-		id, strings.Join(f.Namespaces, ", "), len(a.users)+a.more, strings.Join(parts, ", "), more)
+		id, strings.Join(f.Namespaces, ", "), len(a.users), strings.Join(parts, ", "), more)
 	return f
 }

@@ -116,7 +116,7 @@ func TestRun_findings(t *testing.T) {
 		"Pod team/none":       RuleMissing + ";",
 		"Pod team/upper":      RuleInvalid + ";",
 		"Pod team/dup":        RuleInvalid + ";",
-		"Pod team/web-1-b":    RuleOwnerMismatch + ";" + RuleSharedAppID + ";", // also the second user of application web
+		"Pod team/web-1-b":    RuleSharedAppID + ";" + RuleOwnerMismatch + ";", // also the second user of application web
 		"Pod b/second":        RuleSharedAppID + ";",
 		"Pod gen/g2":          RuleSharedAppID + ";",
 	}, rule(r))

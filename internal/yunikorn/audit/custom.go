@@ -153,7 +153,7 @@ func (s *scan) checkCustom(ctx context.Context, k *workloads.Kind, apiVersion st
 		s.auditedKind(res, k.String())
 		return
 	}
-	if otherScheduler(tmpls, s.opts.SchedulerName) {
+	if otherScheduler(tmpls, s.opts.SchedulerName) && !s.processedNS(ctx, res.Namespace) {
 		return
 	}
 	id, ok := s.checkRecord(res, tmpls)

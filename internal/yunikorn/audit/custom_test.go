@@ -186,9 +186,9 @@ func TestRun_customKinds(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"RayService@v1: the API server serves ray.io/v1 but no kind RayService in it",
-		"SparkApplication@v1beta2: the API server does not serve sparkoperator.k8s.io/v1beta2 (is its CRD installed?)",
 		"ScheduledSparkApplication@v1beta2: the API server does not serve sparkoperator.k8s.io/v1beta2 (is its CRD installed?)",
-	}, skipped)
+		"SparkApplication@v1beta2: the API server does not serve sparkoperator.k8s.io/v1beta2 (is its CRD installed?)",
+	}, skipped, "sorted by group, then kind")
 	assert.Contains(t, string(progress), "audit: SparkApplication.sparkoperator.k8s.io (preset spark): not audited: the API server does not serve sparkoperator.k8s.io/v1beta2 (is its CRD installed?)\n")
 	assert.Contains(t, string(progress), "audit: RayCluster.ray.io: 8 read in 1 pages, 7 audited")
 

@@ -54,6 +54,9 @@ const (
 	NotMapped Status = "not mapped"
 	// Ignored: YuniKorn's admission controller does not read the key.
 	Ignored Status = "ignored"
+	// Warning: carried over as YuniKorn runs it, with a consequence worth
+	// acting on (the line says what to do).
+	Warning Status = "warning"
 )
 
 // Note is one line of the report.
@@ -105,6 +108,10 @@ type Options struct {
 type Result struct {
 	Settings []Setting
 	Notes    []Note
+	// SharedAutogen: the ConfigMaps leave generateUniqueAppId false, so
+	// the Pods without an application ID of a namespace share one
+	// generated application (yunikorn-NAMESPACE-autogen).
+	SharedAutogen bool
 }
 
 // Convert maps YuniKorn's admission controller configuration to policy
@@ -120,6 +127,7 @@ func Convert(src Source, opts Options) (*Result, error) {
 	c.queueCheck(src)
 	c.appOwnership()
 	c.scheduling()
+	c.autogen()
 	c.notMapped()
 	c.rest()
 	return &c.res, nil
@@ -384,6 +392,38 @@ func (c *converter) scheduling() {
 		"application ID labels, allow-preemption, ignore-application) in the namespaces these keys and the namespaces' "+
 		"annotations select; remove YuniKorn's admission controller once this webhook serves (two webhooks would both "+
 		"write them). Pass --scheduling=false to leave it out and keep YuniKorn's admission controller for them")
+}
+
+// autogen warns when generateUniqueAppId is false, as YuniKorn runs it by
+// default: the shim then puts every Pod without an application ID of a
+// namespace into one application, yunikorn-NAMESPACE-autogen, which
+// YuniKorn gives to the user of the Pod that made it (so later Pods of
+// other users run as that user: placement, ACLs, quotas). The output
+// carries the value as it is; the line says how to change it.
+func (c *converter) autogen() {
+	e, ok := c.lookup(KeyGenerateUniqueAppID)
+	value := "not set (YuniKorn's default false)"
+	if ok {
+		v, err := strconv.ParseBool(e.value)
+		if err == nil && v {
+			return
+		}
+		value = strconv.Quote(e.value)
+		if err != nil {
+			value += " (invalid: YuniKorn runs with false)"
+		}
+	}
+	c.res.SharedAutogen = true
+	setting := "scheduling.generateUniqueAppIds"
+	if c.opts.NoScheduling {
+		setting = "applicationOwnership.generateUniqueAppIds (with --application-ownership)"
+	}
+	c.note(KeyGenerateUniqueAppID, Warning, "%s: every Pod without an application ID in a namespace joins one application, "+
+		"yunikorn-NAMESPACE-autogen, which YuniKorn charges to the user of whichever Pod created it first (\"nobody\" when that "+
+		"Pod had no user.info, e.g. created before anything recorded one), so the namespace's other users' Pods are placed, "+
+		"checked and counted as that user's; set %s \"true\" (and %s: true in these settings) so that each such Pod is an "+
+		"application of its own, or give the workloads application IDs (label applicationId or yunikorn.apache.org/app-id)",
+		value, KeyGenerateUniqueAppID, setting)
 }
 
 // Why the policy has nothing for the other keys of YuniKorn's admission
