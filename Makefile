@@ -176,13 +176,15 @@ FUZZ_RUNS := ./policy:FuzzValidate:100000x ./policy:FuzzIndex:100000x \
 # A count of executions, not a duration: Go 1.26's fuzzing coordinator can
 # report the end of a -fuzztime duration as "context deadline exceeded"
 # with no failing input when a worker is starved at that moment (a race in
-# internal/fuzz, fixed in Go 1.27); a count has no deadline to race. Each
-# count is about 10 s of fuzzing on an idle 2-core machine.
+# internal/fuzz, fixed in Go 1.27); a count has no deadline to race. The
+# generated corpus goes to build/fuzzcache, not $GOCACHE, so the baseline a
+# run replays is the committed seeds and what this clone found, not every
+# input of every earlier run on the machine (that grew without bound).
 fuzz: ## A short, bounded fuzz run of each target (FUZZTIME: an execution count per target such as 200000x, or a duration); logs in build/fuzz-TARGET.log
 	@mkdir -p $(BUILD); for t in $(FUZZ_RUNS); do \
 	  pkg=$${t%%:*}; rest=$${t#*:}; f=$${rest%%:*}; n=$${rest##*:}; budget=$(or $(FUZZTIME),$$n); log=$(BUILD)/fuzz-$$f.log; \
 	  echo "fuzz $$f ($$budget)"; \
-	  if ! $(GO) test $$pkg -run '^$$' -fuzz "^$$f\$$" -fuzztime $$budget >$$log 2>&1; then \
+	  if ! $(GO) test $$pkg -run '^$$' -fuzz "^$$f\$$" -fuzztime $$budget -test.fuzzcachedir=$(CURDIR)/$(BUILD)/fuzzcache/$$f >$$log 2>&1; then \
 	    tail -30 $$log; \
 	    if grep -q 'Failing input written to' $$log; then echo "failing input saved under $$pkg/testdata/fuzz/$$f"; fi; \
 	    exit 1; \
