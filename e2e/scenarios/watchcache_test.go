@@ -84,7 +84,7 @@ func TestWatchCacheListPaths(t *testing.T) {
 	events, err := e2e.cluster.AuditEvents(listPathsUser)
 	require.NoError(t, err)
 	streamed, refused, pages := firstSyncRequests(events)
-	t.Logf("Kubernetes %s: streaming-list watches answered %v, paged lists %d", e2e.kubeVersion, streamed, len(pages))
+	t.Logf("Kubernetes %s: streaming-list watches served %v, refused %v; paged lists %d", e2e.kubeVersion, streamed, refused, len(pages))
 	if e2e.kubeMinor >= streamingListsMinor {
 		require.NotEmpty(t, streamed, "the cache asked for a streaming list")
 		assert.Empty(t, refused, "the API server serves streaming lists from 1.%d", streamingListsMinor)
