@@ -224,7 +224,7 @@ chart-render: ## Render the Helm chart (standalone and Kubewarden variants, defa
 	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 
 .PHONY: e2e
-e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1, then the core scenarios on v1.33.13 (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold, ~10 more for v1.33)
+e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1, then the core scenarios on v1.33.13, about a minute (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold, about as long again for v1.33)
 	@start=$$(date +%s); \
 	cd e2e && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./internal/... && \
 	(cd yunikorn && CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 ./...) && \
