@@ -253,6 +253,13 @@ soak: build loadgen ## Soak at a fixed rate (RATE=1000, DURATION=10m): RSS and g
 	bash hack/soak.sh
 
 E2E_TIMEOUT ?= 30m
+# The older Kubernetes make e2e also runs on (E2E_KUBE_VERSION, a wrapper
+# module e2e/kube133), and the scenarios it runs there: injection, forged
+# and changed identities refused, every write path, both failure policies,
+# the validating twin, the watch caches' list and watch paths, the chart's
+# objects (RATIONALE.md, "Kubernetes versions in the end-to-end suite").
+E2E_OLD_KUBE ?= 1.33
+E2E_OLD_KUBE_RUN ?= ^(TestUserPod|TestDeployment|TestCronJobScheduledJob|TestStatefulSetPods|TestRolloutRestart|TestForgedIdentityRefused|TestFrontEndOnBehalf|TestAnnotationChangeRefused|TestAnnotationAddRefused|TestServerSideApply|TestDryRunCreate|TestImpersonation|TestPodSubresources|TestWebhookDownFailsClosed|TestChartRegistrationGate|TestHostileLaterWebhook|TestHostCapabilities|TestWatchCacheListPaths|TestYuniKornApplicationOwnership|TestChartRenderingServed)$$
 
 .PHONY: chart-render
 chart-render: ## Render the Helm chart (standalone and Kubewarden variants, default values) into build/chart with Helm's libraries, as make e2e installs it (the steady state, as helm upgrade renders it; install.yaml: a first install, with the registration gate)
@@ -264,13 +271,16 @@ chart-render: ## Render the Helm chart (standalone and Kubewarden variants, defa
 	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 
 .PHONY: e2e
-e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1 (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold)
+e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1, then the core scenarios on v1.33.13, about a minute (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold, about as long again for v1.33)
 	@start=$$(date +%s); \
 	cd e2e && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./internal/... && \
 	(cd yunikorn && CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 ./...) && \
 	CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 ./scenarios && \
 	echo "e2e: the YuniKorn scenarios again, every controller acting as system:kube-controller-manager" && \
-	CGO_ENABLED=0 E2E_SHARED_CONTROLLER_CREDENTIALS=1 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '^TestYuniKorn' ./scenarios; \
+	CGO_ENABLED=0 E2E_SHARED_CONTROLLER_CREDENTIALS=1 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '^TestYuniKorn' ./scenarios && \
+	echo "e2e: the core scenarios again, on Kubernetes $(E2E_OLD_KUBE)" && old=$$(date +%s) && \
+	CGO_ENABLED=0 E2E_KUBE_VERSION=$(E2E_OLD_KUBE) E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '$(E2E_OLD_KUBE_RUN)' ./scenarios && \
+	echo "e2e: Kubernetes $(E2E_OLD_KUBE) pass: $$(( $$(date +%s) - old ))s (its cluster binaries built once, cached after)"; \
 	rc=$$?; echo "make e2e: $$(( $$(date +%s) - start ))s (build, cluster and scenarios; see the timing summary above)"; exit $$rc
 
 .PHONY: clean

@@ -34,7 +34,7 @@ func TestHostCapabilities(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	module := annotatedTestGuest(t)
+	module := annotatedTestGuest(t, "Pod")
 	kubeconfig, err := e2e.cluster.WriteKubeconfig(admin)
 	require.NoError(t, err)
 	request := filepath.Join(e2e.repo, "cmd", "yunikorn-userinfo", "testdata", "request.json")
@@ -106,14 +106,14 @@ func TestHostCapabilities(t *testing.T) {
 }
 
 // annotatedTestGuest annotates the CLI's test guest with metadata that
-// declares v1/Pod as its context-aware resource.
-func annotatedTestGuest(t *testing.T) string {
+// declares v1/kind as its context-aware resource.
+func annotatedTestGuest(t *testing.T, kind string) string {
 	t.Helper()
 	dir := t.TempDir()
 	md := filepath.Join(dir, "metadata.yml")
 	require.NoError(t, os.WriteFile(md, []byte("rules:\n  - {apiGroups: [\"\"], apiVersions: [v1], resources: [pods], operations: [CREATE]}\n"+
 		"mutating: false\nexecutionMode: kubewarden-wapc\n"+
-		"contextAwareResources:\n  - apiVersion: v1\n    kind: Pod\n"), 0o600))
+		"contextAwareResources:\n  - apiVersion: v1\n    kind: "+kind+"\n"), 0o600))
 	out := filepath.Join(dir, "guest.wasm")
 	cmd := exec.CommandContext(t.Context(), e2e.serveBinary, "annotate", filepath.Join(e2e.repo, "cmd", "yunikorn-userinfo", "testdata", "guest.wasm"),
 		"-m", md, "-o", out)

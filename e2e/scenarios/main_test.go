@@ -16,6 +16,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -59,6 +61,7 @@ var users = []cluster.User{
 	{Name: ownerReaderUser},
 	{Name: gangReaderUser},
 	{Name: appOwnerUser},
+	{Name: listPathsUser},
 }
 
 // externalUsers replaces the shipped (empty) externalUsers setting.
@@ -101,6 +104,14 @@ type suite struct {
 	clients  map[string]*kubernetes.Clientset
 	identity map[string]identity // what the API server says each user is
 
+	// kubeVersion is the version the API server reports (gitVersion), and
+	// kubeMinor its minor number: what requireKube compares with.
+	kubeVersion string
+	kubeMinor   int
+	// ownKube: the control plane is the e2e module's own pins, not an
+	// older version's wrapper module ($E2E_KUBE_VERSION).
+	ownKube bool
+
 	mu      sync.Mutex
 	timings map[string]time.Duration
 }
@@ -139,8 +150,15 @@ func run(m *testing.M) int {
 	// 1. The cluster binaries, cached outside the clone. go test's -timeout
 	// starts counting only in m.Run, so the build has its own bound: a cold
 	// build takes about 8 minutes on two idle cores.
+	// $E2E_KUBE_VERSION picks an older control plane (1.33) from a wrapper
+	// module of its own; unset, the e2e module's own pins (1.37).
+	kubeModule, err := kbuild.KubeModuleDir(filepath.Join(repo, "e2e"), os.Getenv(kbuild.KubeVersionEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	buildCtx, cancelBuild := context.WithTimeout(ctx, 45*time.Minute)
-	bin, err := kbuild.Ensure(buildCtx, kbuild.Options{ModuleDir: filepath.Join(repo, "e2e"), Log: log})
+	bin, err := kbuild.Ensure(buildCtx, kbuild.Options{ModuleDir: kubeModule, Log: log})
 	cancelBuild()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build the cluster binaries:", err)
@@ -152,7 +170,7 @@ func run(m *testing.M) int {
 		// have made it quick (a build from nothing takes about 8 minutes).
 		state = "cold build"
 	}
-	fmt.Printf("e2e: cluster binaries (%s): %.2fs, %s\n", state, bin.Duration.Seconds(), bin.Dir)
+	fmt.Printf("e2e: cluster binaries %s (%s): %.2fs, %s\n", bin.KubernetesVersion, state, bin.Duration.Seconds(), bin.Dir)
 
 	// 1b. The YuniKorn scheduler, from its own wrapper module (about 5.5
 	// minutes cold).
@@ -187,9 +205,11 @@ func run(m *testing.M) int {
 
 	// 1c. The operators of the workloads scenarios, each from its wrapper
 	// module under e2e/operators (a few minutes each, cold). The second
-	// pass runs only the YuniKorn scenarios and skips them.
+	// pass runs only the YuniKorn scenarios and skips them, and so does a
+	// pass on an older Kubernetes, which runs the core scenarios only.
 	var operators map[string]kbuild.OperatorResult
-	if os.Getenv("E2E_SHARED_CONTROLLER_CREDENTIALS") != "1" {
+	ownKube := kubeModule == filepath.Join(repo, "e2e")
+	if os.Getenv("E2E_SHARED_CONTROLLER_CREDENTIALS") != "1" && ownKube {
 		operators = map[string]kbuild.OperatorResult{}
 		for _, op := range []struct {
 			op  kbuild.Operator
@@ -222,7 +242,10 @@ func run(m *testing.M) int {
 		Users:                       users,
 		PidRoot:                     filepath.Join(filepath.Dir(bin.Dir), "pids"),
 		SharedControllerCredentials: shared,
-		Log:                         log,
+		// Only TestWatchCacheListPaths's requests: which list path serve's
+		// cache took.
+		AuditUsers: []string{listPathsUser},
+		Log:        log,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start the cluster:", err)
@@ -230,7 +253,7 @@ func run(m *testing.M) int {
 	}
 	interrupted.setCluster(c)
 	e2e = &suite{cluster: c, serveBinary: serveBinary, sharedControllerCredentials: shared, operators: operators,
-		ykAdmissionBinary: ykac.Path, timings: map[string]time.Duration{}}
+		ykAdmissionBinary: ykac.Path, kubeVersion: bin.KubernetesVersion, ownKube: ownKube, timings: map[string]time.Duration{}}
 
 	code := func() int {
 		defer func() {
@@ -323,6 +346,9 @@ func (s *suite) setUp(ctx context.Context, repo string) error {
 		}
 		s.identity[u.Name] = id
 	}
+	if err := s.checkServerVersion(); err != nil {
+		return err
+	}
 	if err := createWorkloadRole(ctx, s.clients[admin]); err != nil {
 		return err
 	}
@@ -396,6 +422,26 @@ func (s *suite) setUp(ctx context.Context, repo string) error {
 		return err
 	}
 	return waitEnforced(ctx, ns)
+}
+
+// checkServerVersion reads the API server's version: the one built
+// (s.kubeVersion, which the build stamps into the binary), else the run
+// would test another version than it claims.
+func (s *suite) checkServerVersion() error {
+	v, err := s.clients[admin].Discovery().ServerVersion()
+	if err != nil {
+		return fmt.Errorf("read the API server's version: %w", err)
+	}
+	if v.GitVersion != s.kubeVersion {
+		return fmt.Errorf("the API server reports version %s, but %s was built", v.GitVersion, s.kubeVersion)
+	}
+	minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	if err != nil || v.Major != "1" {
+		return fmt.Errorf("the API server reports version %s.%s: want 1.N", v.Major, v.Minor)
+	}
+	s.kubeMinor = minor
+	fmt.Printf("e2e: the API server is Kubernetes %s\n", v.GitVersion)
+	return nil
 }
 
 // chartRendering is the path of a chart rendering: $env, else build/chart/name.

@@ -570,23 +570,44 @@ func TestChart_uninstallOrder(t *testing.T) {
 }
 
 // TestChart_kubeVersionIsTested: Chart.yaml claims exactly the Kubernetes
-// minor version the end-to-end suite runs (its kube-apiserver is built from
-// e2e/go.mod's k8s.io/kubernetes pin), and none older: widening the claim
+// minor versions the end-to-end suite runs, from the oldest to the newest
+// it builds a kube-apiserver of: the e2e module's own k8s.io/kubernetes pin
+// (the newest) and the control-plane wrapper modules e2e/kube<N> (older
+// versions, E2E_KUBE_VERSION), and none older. The upper side stays open
+// (RATIONALE.md, "Why does kubeVersion start at 1.33?"). Widening the claim
 // takes a test on the older version (docs/UPGRADING.md, "Kubernetes
 // versions").
 func TestChart_kubeVersionIsTested(t *testing.T) {
 	t.Parallel()
-	gomod, err := os.ReadFile(filepath.Join(repoRoot, "e2e", "go.mod"))
+	pinned := func(gomod string) *semver.Version {
+		t.Helper()
+		data, err := os.ReadFile(gomod)
+		require.NoError(t, err)
+		var pin string
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "k8s.io/kubernetes" {
+				pin = f[1]
+			}
+		}
+		require.NotEmpty(t, pin, "%s pins k8s.io/kubernetes", gomod)
+		v, err := semver.NewVersion(pin)
+		require.NoError(t, err)
+		return v
+	}
+	wrappers, err := filepath.Glob(filepath.Join(repoRoot, "e2e", "kube[0-9]*", "go.mod"))
 	require.NoError(t, err)
-	var tested string
-	for _, line := range strings.Split(string(gomod), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "k8s.io/kubernetes" {
-			tested = f[1]
+	require.NotEmpty(t, wrappers, "the suite runs on an older Kubernetes too (e2e/kube<N>)")
+	newest := pinned(filepath.Join(repoRoot, "e2e", "go.mod"))
+	oldest := newest
+	for _, gomod := range wrappers {
+		v := pinned(gomod)
+		// The directory names the version it builds: kube133 is 1.33.
+		assert.Equal(t, fmt.Sprintf("kube%d%d", v.Major(), v.Minor()), filepath.Base(filepath.Dir(gomod)))
+		if v.LessThan(oldest) {
+			oldest = v
 		}
 	}
-	require.NotEmpty(t, tested, "e2e/go.mod pins k8s.io/kubernetes")
-	v, err := semver.NewVersion(tested)
-	require.NoError(t, err)
+	require.Less(t, oldest.Minor(), newest.Minor(), "a wrapper module pins an older version than e2e/go.mod")
 
 	data, err := os.ReadFile(filepath.Join(repoRoot, chartDir, "Chart.yaml"))
 	require.NoError(t, err)
@@ -596,14 +617,24 @@ func TestChart_kubeVersionIsTested(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(data, &md))
 	c, err := semver.NewConstraint(md.KubeVersion)
 	require.NoError(t, err)
-	assert.True(t, c.Check(v), "kubeVersion %q admits the tested %s", md.KubeVersion, tested)
-	// As the API server reports itself on managed clusters, with a suffix.
-	eks, err := semver.NewVersion(fmt.Sprintf("v%d.%d.%d-eks-1a2b3c", v.Major(), v.Minor(), v.Patch()))
-	require.NoError(t, err)
-	assert.True(t, c.Check(eks), "kubeVersion %q admits %s", md.KubeVersion, eks)
-	older, err := semver.NewVersion(fmt.Sprintf("v%d.%d.99", v.Major(), v.Minor()-1))
+	admits := func(v string) {
+		t.Helper()
+		sv, err := semver.NewVersion(v)
+		require.NoError(t, err)
+		assert.True(t, c.Check(sv), "kubeVersion %q admits %s", md.KubeVersion, v)
+	}
+	for minor := oldest.Minor(); minor <= newest.Minor(); minor++ {
+		admits(fmt.Sprintf("v%d.%d.0", oldest.Major(), minor))
+		// As the API server reports itself on managed clusters, with a
+		// suffix.
+		admits(fmt.Sprintf("v%d.%d.3-eks-1a2b3c", oldest.Major(), minor))
+	}
+	admits(oldest.Original())
+	admits(newest.Original())
+	older, err := semver.NewVersion(fmt.Sprintf("v%d.%d.99", oldest.Major(), oldest.Minor()-1))
 	require.NoError(t, err)
 	assert.False(t, c.Check(older), "kubeVersion %q claims the untested %s", md.KubeVersion, older)
+	admits(fmt.Sprintf("v%d.%d.0", newest.Major(), newest.Minor()+1))
 }
 
 // TestChart_notes: NOTES.txt renders in both modes and says what the

@@ -99,6 +99,10 @@ type Options struct {
 	// StopTimeout is how long a component may take to exit after SIGTERM
 	// before it is killed. Default: 15s.
 	StopTimeout time.Duration
+	// AuditUsers are the users whose requests the API server records in
+	// an audit log (metadata only), for AuditEvents. Default: none, and no
+	// audit log.
+	AuditUsers []string
 	// Log receives progress. Default: discarded.
 	Log *slog.Logger
 }
@@ -237,8 +241,12 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) error 
 	if err != nil {
 		return err
 	}
-	p, err := c.startProcess("kube-apiserver", apiserverBinary,
-		"--etcd-servers", "http://127.0.0.1:"+strconv.Itoa(etcdPort),
+	audit, err := c.auditFlags()
+	if err != nil {
+		return err
+	}
+	p, err := c.startProcess("kube-apiserver", apiserverBinary, append([]string{
+		"--etcd-servers", "http://127.0.0.1:" + strconv.Itoa(etcdPort),
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(port),
 		"--tls-cert-file", certFile, "--tls-private-key-file", keyFile,
@@ -254,6 +262,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) error 
 		// of the "kubernetes" Service.
 		"--endpoint-reconciler-type", "none",
 		"--cert-dir", filepath.Join(c.Dir, "apiserver-certs"),
+	}, audit...)...,
 	)
 	if err != nil {
 		return err

@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -457,6 +459,9 @@ func ReadRendering(path string) (*Rendering, error) {
 
 // All returns the documents of a kind.
 func (r *Rendering) All(kind string) [][]byte { return r.byKind[kind] }
+
+// Kinds returns the kinds of the documents, sorted.
+func (r *Rendering) Kinds() []string { return slices.Sorted(maps.Keys(r.byKind)) }
 
 // One returns the only document of a kind.
 func (r *Rendering) One(kind string) ([]byte, error) {
