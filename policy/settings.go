@@ -384,47 +384,7 @@ func listInEntry(entry string) string {
 // a character class, a repetition like {1,8}, or parentheses, where the
 // comma belongs to the pattern. A list whose brackets do not balance is an
 // error rather than a guess.
-func splitPatterns(list string) ([]string, string) {
-	var pieces []string
-	start, paren, brace := 0, 0, 0
-	inClass := false
-	for i := 0; i < len(list); i++ {
-		switch c := list[i]; {
-		case c == '\\':
-			i++ // the escaped character is literal
-		case inClass:
-			if c == ']' {
-				inClass = false
-			}
-		case c == '[':
-			inClass = true
-			// A ] right after [ or [^ is a literal member of the class.
-			if i+1 < len(list) && list[i+1] == '^' {
-				i++
-			}
-			if i+1 < len(list) && list[i+1] == ']' {
-				i++
-			}
-		case c == '(':
-			paren++
-		case c == ')':
-			paren--
-		case c == '{':
-			brace++
-		case c == '}':
-			if brace > 0 {
-				brace--
-			}
-		case c == ',' && paren == 0 && brace == 0:
-			pieces = append(pieces, list[start:i])
-			start = i + 1
-		}
-	}
-	if inClass || paren != 0 || brace != 0 {
-		return nil, "cannot split " + quote(list) + " into patterns: a bracket, brace or parenthesis is not closed (write the list as an array of strings to be explicit)"
-	}
-	return append(pieces, list[start:]), ""
-}
+func splitPatterns(list string) ([]string, string) { return nsfilter.SplitPatterns(list) }
 
 // compileAll compiles the patterns of one setting, and records a warning
 // for each that is probably a mistake: one that matches the empty string

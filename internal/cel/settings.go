@@ -3,6 +3,7 @@ package cel
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
 	"regexp"
 	"sort"
 	"strings"
@@ -187,47 +188,11 @@ func parseList(key string, v json.RawMessage) ([]string, error) {
 	return out, nil
 }
 
-// splitPatterns splits at the commas between patterns exactly as the
-// policy's splitPatterns does (policy/settings.go).
+// splitPatterns splits at the commas between patterns as the policy does
+// (nsfilter.SplitPatterns, the one implementation).
 func splitPatterns(list string) ([]string, bool) {
-	var pieces []string
-	start, paren, brace := 0, 0, 0
-	inClass := false
-	for i := 0; i < len(list); i++ {
-		switch c := list[i]; {
-		case c == '\\':
-			i++
-		case inClass:
-			if c == ']' {
-				inClass = false
-			}
-		case c == '[':
-			inClass = true
-			if i+1 < len(list) && list[i+1] == '^' {
-				i++
-			}
-			if i+1 < len(list) && list[i+1] == ']' {
-				i++
-			}
-		case c == '(':
-			paren++
-		case c == ')':
-			paren--
-		case c == '{':
-			brace++
-		case c == '}':
-			if brace > 0 {
-				brace--
-			}
-		case c == ',' && paren == 0 && brace == 0:
-			pieces = append(pieces, list[start:i])
-			start = i + 1
-		}
-	}
-	if inClass || paren != 0 || brace != 0 {
-		return nil, false
-	}
-	return append(pieces, list[start:]), true
+	pieces, problem := nsfilter.SplitPatterns(list)
+	return pieces, problem == ""
 }
 
 func parseShaping(v json.RawMessage) (*GroupShaping, error) {
