@@ -407,7 +407,7 @@ func auditCustomKinds(t *testing.T, ns string, audit func(args ...string) (strin
 		skipped = append(skipped, k.Kind+": "+k.Reason)
 	}
 	notServed := "the API server does not serve sparkoperator.k8s.io/v1beta2 (is its CRD installed?)"
-	assert.Equal(t, []string{"SparkApplication: " + notServed, "ScheduledSparkApplication: " + notServed}, skipped)
+	assert.Equal(t, []string{"ScheduledSparkApplication: " + notServed, "SparkApplication: " + notServed}, skipped, "sorted by group, then kind")
 	assert.Equal(t, 1, strings.Count(progress, "audit: SparkApplication.sparkoperator.k8s.io (preset spark): not audited"), progress)
 
 	// Written to the cluster: the real CRDs accept the Trainer's results
