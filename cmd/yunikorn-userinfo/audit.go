@@ -96,8 +96,7 @@ the cluster (created or replaced; the report an earlier audit left in a
 namespace with nothing audited any more, or the cluster-scoped one when
 nothing cluster-wide is left, is deleted); --apply first checks that the
 cluster serves the API and names the missing CRD if not. The exit code is
-0 whatever was found; 1 on errors. See the README, "Auditing what already
-runs".`,
+0 whatever was found; 1 on errors. See docs/AUDIT.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runAudit(cmd, f)

@@ -69,8 +69,7 @@ controller's); warning (carried over as YuniKorn runs it, with a consequence
 to act on: generateUniqueAppId false makes the Pods without an application
 ID of a namespace one application, yunikorn-NAMESPACE-autogen, owned by the
 user of its first Pod; with --kubeconfig the namespaces whose generated
-application already holds Pods without user.info are named). See the README, "Migrating from YuniKorn's admission
-controller".`,
+application already holds Pods without user.info are named). See docs/MIGRATING.md.`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runMigrate(cmd, args, f)

@@ -216,7 +216,7 @@ further (all must hold). Called with (list $ "own-namespace").
 
 {{/* The failurePolicy the webhook configurations are created with: on a
 first install with the registration gate, Ignore until the gate's Job has
-seen the webhook serve (README "Install ordering"); else the value. */}}
+seen the webhook serve (docs/INSTALL.md, "Install ordering"); else the value. */}}
 {{- define "yunikorn-userinfo.registeredFailurePolicy" -}}
 {{- if include "yunikorn-userinfo.gated" . -}}
 Ignore

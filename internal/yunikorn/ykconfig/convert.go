@@ -431,8 +431,8 @@ func (c *converter) autogen() {
 const (
 	whySchedulerName = "YuniKorn's admission controller sets spec.schedulerName: yunikorn on the Pods of the namespaces it " +
 		"processes; without the scheduling setting (--scheduling=false) this policy never changes the scheduler name: keep " +
-		"YuniKorn's admission controller for it, with bypassAuth \"true\" (README, \"Migrating from YuniKorn's admission " +
-		"controller\"), or set schedulerName in the " +
+		"YuniKorn's admission controller for it, with bypassAuth \"true\" (docs/MIGRATING.md" +
+		"), or set schedulerName in the " +
 		"workloads. Which namespaces this webhook covers is its MutatingWebhookConfiguration's namespaceSelector. YuniKorn " +
 		"records user.info on Deployments, Jobs and the other workload kinds only in the namespaces it processes and labels " +
 		"(or when they carry an application ID label), this policy on every guarded kind its webhook sees"

@@ -6,7 +6,7 @@
 // make e2e installs the standalone webhook from its output. -upgrade
 // renders as `helm upgrade` does: the steady state, without the first
 // install's hooks and its registration with failurePolicy Ignore (see the
-// chart's README, "Install ordering").
+// chart's docs/INSTALL.md, "Install ordering").
 package main
 
 import (
