@@ -635,7 +635,15 @@ func capFlood(t *testing.T, certs bool) {
 		class, counts.opened.Load(), counts.closedByServer.Load(), s.metric(t, "yunikorn_userinfo_connections_evicted_total"),
 		s.metric(t, "yunikorn_userinfo_connections_refused_total"), maxOpen)
 	check(t, class, fmt.Sprintf("%d admission calls answered, mutated", capFloodCalls), failed == 0, fmt.Sprintf("(%d failed)", failed))
-	check(t, class, "the flood went past the caps", counts.opened.Load() > int64(3072+512), fmt.Sprintf("(%d opened)", counts.opened.Load()))
+	// The pressure the server saw: connections the flood held, plus those
+	// the server shed or evicted before their handshake. On an idle
+	// machine the server sheds a newcomer (and resets it) before the
+	// client's connect returns, so the client counts it as a failed dial,
+	// not an opened connection: the flood is then a connect storm the
+	// server answers without TLS work, still past the caps.
+	pressure := counts.opened.Load() + int64(evicted())
+	check(t, class, "the flood went past the caps", pressure > int64(3072+512),
+		fmt.Sprintf("(%d opened by the flood, %.0f shed or evicted by the server)", counts.opened.Load(), evicted()))
 	if len(ms) > 0 {
 		fmt.Printf("hostile: %-28s calls: p50 %.1f ms, p99 %.1f ms, max %.1f ms; on new connections p50 %.1f ms, p99 %.1f ms\n", class,
 			percentile(ms, 0.5), percentile(ms, 0.99), percentile(ms, 1), percentile(calls.fresh, 0.5), percentile(calls.fresh, 0.99))
