@@ -17,7 +17,7 @@ FUZZTIME  ?=
 
 # Kubewarden's usual flags plus -buildmode=wasi-legacy -scheduler=none: the
 # module's _start returns instead of calling proc_exit(0), so any waPC host
-# can keep the instance (see RATIONALE.md, "Why wasi-legacy?").
+# can keep the instance (see RATIONALE.md, "Why `-buildmode=wasi-legacy`").
 TINYGO_FLAGS := -target=wasi -no-debug -buildmode=wasi-legacy -scheduler=none
 
 POLICY_SRC := $(wildcard policy/*.go policy/*/*.go) go.mod go.sum
@@ -257,7 +257,7 @@ E2E_TIMEOUT ?= 30m
 # module e2e/kube133), and the scenarios it runs there: injection, forged
 # and changed identities refused, every write path, both failure policies,
 # the validating twin, the watch caches' list and watch paths, the chart's
-# objects (RATIONALE.md, "Kubernetes versions in the end-to-end suite").
+# objects (RATIONALE.md, "Why a wrapper module per older Kubernetes version").
 E2E_OLD_KUBE ?= 1.33
 E2E_OLD_KUBE_RUN ?= ^(TestUserPod|TestDeployment|TestCronJobScheduledJob|TestStatefulSetPods|TestRolloutRestart|TestForgedIdentityRefused|TestFrontEndOnBehalf|TestAnnotationChangeRefused|TestAnnotationAddRefused|TestServerSideApply|TestDryRunCreate|TestImpersonation|TestPodSubresources|TestWebhookDownFailsClosed|TestChartRegistrationGate|TestHostileLaterWebhook|TestHostCapabilities|TestWatchCacheListPaths|TestYuniKornApplicationOwnership|TestChartRenderingServed)$$
 
