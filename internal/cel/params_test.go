@@ -1,0 +1,67 @@
+package cel
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var updateChart = flag.Bool("update", false, "rewrite the chart's generated CEL policies")
+
+// chartFile is where the Helm chart reads the policies of modes cel and
+// hybrid from.
+var chartFile = filepath.Join("..", "..", "charts", "yunikorn-userinfo", "files", "cel-policies.json")
+
+// TestChartFile: the chart ships the policies this package writes, byte
+// for byte (make generate rewrites the file, make verify fails on drift).
+func TestChartFile(t *testing.T) {
+	got, err := ChartPolicies()
+	require.NoError(t, err)
+	if *updateChart {
+		require.NoError(t, os.WriteFile(chartFile, got, 0o644))
+	}
+	want, err := os.ReadFile(chartFile)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(got), "%s differs from internal/cel: run make generate", chartFile)
+}
+
+// TestChartPolicies_noSettingsInText: the chart's form carries no setting:
+// the text is the same whatever the settings, and every value is read from
+// the parameter.
+func TestChartPolicies_noSettingsInText(t *testing.T) {
+	got, err := ChartPolicies()
+	require.NoError(t, err)
+	for _, needle := range []string{"^system:", "yunikorn-admin", "system:kube-controller-manager"} {
+		assert.NotContains(t, string(got), needle)
+	}
+	for _, k := range ParamKeys {
+		assert.Contains(t, string(got), `\"`+k+`\"`, "the policies read %s", k)
+	}
+}
+
+func TestParamData(t *testing.T) {
+	s, err := ParseSettings([]byte(`{"externalUsers":["^a$","","x\ny"],"systemUsers":[],"bypassAuth":true,
+		"recordedGroups":{"exclude":["^system:"]},"userLabelKey":"l"}`))
+	require.NoError(t, err)
+	d := ParamData(s)
+	assert.Equal(t, "^a$\n(?:)\nx\\ny", d["externalUsers"])
+	assert.Equal(t, "", d["systemUsers"])
+	assert.Equal(t, "true", d["bypassAuth"])
+	assert.Equal(t, "true", d["trustControllers"])
+	assert.Equal(t, "l", d["userLabelKey"])
+	assert.Equal(t, "filter", d["recordedGroups"])
+	assert.Equal(t, "^system:", d["recordedGroupsExclude"])
+	for k := range d {
+		assert.Contains(t, ParamKeys, k)
+	}
+	s, err = ParseSettings([]byte(`{"recordedGroups":{"omit":true}}`))
+	require.NoError(t, err)
+	d = ParamData(s)
+	assert.Equal(t, "omit", d["recordedGroups"])
+	assert.Equal(t, strings.Join(defaultSystemUsers, "\n"), d["systemUsers"])
+}
