@@ -65,7 +65,10 @@ type ChartFile struct {
 	ParamKind   map[string]string `json:"paramKind"`
 	ParamKeys   []string          `json:"paramKeys"`
 	ContextKeys map[string]string `json:"contextKeys"`
-	Targets     []ChartTarget     `json:"targets"`
+	// Defaults is the parameter's data for the policy's defaults: what a
+	// setting the values leave out stands for.
+	Defaults map[string]string `json:"defaults"`
+	Targets  []ChartTarget     `json:"targets"`
 }
 
 // ParamKeys are the keys of the parameter's data, as ParamData writes them.
@@ -76,8 +79,13 @@ var ParamKeys = []string{"bypassAuth", "externalGroups", "externalUsers", "recor
 // policies, each reading its settings from a ConfigMap parameter, and
 // failing closed (the bindings must deny when it is missing).
 func ChartPolicies() ([]byte, error) {
+	defaults, err := ParseSettings([]byte(`{}`))
+	if err != nil {
+		return nil, err
+	}
 	s := ParamSettings()
 	f := ChartFile{
+		Defaults: ParamData(defaults),
 		Comment: "Generated from internal/cel by `go test ./internal/cel -run TestChartFile -update` (make generate); do not edit. " +
 			"The policies of modes cel and hybrid; the settings are read from the ConfigMap parameter (cel.ParamData).",
 		ParamKind:   ParamKind,

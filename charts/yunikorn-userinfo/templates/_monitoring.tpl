@@ -3,7 +3,7 @@
 {{/* Whether serve reads its own webhook configurations
 (--watch-registration): with the alerts, in standalone mode. */}}
 {{- define "yunikorn-userinfo.watchRegistration" -}}
-{{- if and (eq .Values.mode "standalone") .Values.monitoring.rules.enabled }}true{{ end -}}
+{{- if and (include "yunikorn-userinfo.webhook" .) .Values.monitoring.rules.enabled }}true{{ end -}}
 {{- end -}}
 
 {{/* The webhook configurations of the release serve answers for, as
