@@ -277,8 +277,9 @@ func TestChart_celModeSettings(t *testing.T) {
 
 // TestChart_hybridMode: the webhook and the CEL policies; the webhook's
 // failurePolicy is hybrid.webhookFailurePolicy (Ignore by default, so the
-// core still holds and Pods are still admitted while it is down), and a
-// first install renders no registration gate with Ignore.
+// core still holds and Pods are still admitted while it is down), a
+// first install renders no registration gate with Ignore, and the
+// validating twin comes only with hybrid.validatingTwin.
 func TestChart_hybridMode(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -286,15 +287,16 @@ func TestChart_hybridMode(t *testing.T) {
 		want   admissionregistrationv1.FailurePolicyType
 	}{
 		{map[string]any{"mode": "hybrid", "cel": v1}, admissionregistrationv1.Ignore},
-		{map[string]any{"mode": "hybrid", "cel": v1, "hybrid": map[string]any{"webhookFailurePolicy": "Fail"}}, admissionregistrationv1.Fail},
+		{map[string]any{"mode": "hybrid", "cel": v1, "hybrid": map[string]any{"webhookFailurePolicy": "Fail", "validatingTwin": true}}, admissionregistrationv1.Fail},
 	} {
 		ms, err := renderInstall(t, tc.values, "yunikorn-userinfo", "yunikorn-userinfo")
 		require.NoError(t, err)
 		kinds := kindsOf(ms)
-		for _, k := range []string{"Deployment", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
-			"MutatingAdmissionPolicy", "ValidatingAdmissionPolicy"} {
+		for _, k := range []string{"Deployment", "MutatingWebhookConfiguration", "MutatingAdmissionPolicy", "ValidatingAdmissionPolicy"} {
 			assert.Contains(t, kinds, k)
 		}
+		// The twin only with hybrid.validatingTwin (set in the Fail case).
+		assert.Equal(t, tc.want == admissionregistrationv1.Fail, slices.Contains(kinds, "ValidatingWebhookConfiguration"))
 		gate := false
 		for _, m := range ms {
 			switch o := m.obj.(type) {

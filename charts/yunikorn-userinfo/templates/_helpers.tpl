@@ -508,3 +508,12 @@ admit what the CEL policies refuse are refused for mode hybrid. */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Whether the validating twin is installed: validatingTwin, and in mode
+hybrid hybrid.validatingTwin (off by default: the ValidatingAdmissionPolicies
+hold the core after every mutation, which is the twin's job in standalone). */}}
+{{- define "yunikorn-userinfo.twin" -}}
+{{- if eq .Values.mode "hybrid" -}}
+{{- if .Values.hybrid.validatingTwin }}true{{ end -}}
+{{- else if .Values.validatingTwin }}true{{ end -}}
+{{- end -}}

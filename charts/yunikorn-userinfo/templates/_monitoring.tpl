@@ -11,7 +11,7 @@
 {{- define "yunikorn-userinfo.registrations" -}}
 {{- $fullname := include "yunikorn-userinfo.fullname" . -}}
 mutating/{{ $fullname }}
-{{- if .Values.validatingTwin }},validating/{{ $fullname }}-validate{{ end -}}
+{{- if include "yunikorn-userinfo.twin" . }},validating/{{ $fullname }}-validate{{ end -}}
 {{- end -}}
 
 {{/* The label matchers that pick the webhook's series: its namespace and
