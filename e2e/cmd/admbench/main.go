@@ -7,7 +7,8 @@
 //	cel       the chart's mode cel rendering: MutatingAdmissionPolicy and
 //	          ValidatingAdmissionPolicy, no webhook
 //	hybrid    the chart's mode hybrid rendering: those policies and the
-//	          webhook pair
+//	          mutating webhook (no validating twin by default)
+//	hybrid-twin  the same with the validating twin (hybrid.validatingTwin)
 //	pair      the chart's standalone rendering: the mutating webhook and
 //	          its validating twin
 //	mutating  the standalone mutating webhook alone (what the twin adds
@@ -63,7 +64,7 @@ import (
 )
 
 // modes, in the order of the report.
-var modes = []string{"none", "cel", "hybrid", "pair", "mutating", "null", "null-pair"}
+var modes = []string{"none", "cel", "hybrid", "hybrid-twin", "pair", "mutating", "null", "null-pair"}
 
 // modeLabel selects each mode's namespace.
 const modeLabel = "bench.yunikorn.apache.org/mode"
@@ -115,6 +116,8 @@ type options struct {
 	pods, warmup int
 	serve, chart string
 	out          string
+	// profile: a CPU profile of serve over the measured creates.
+	profile string
 }
 
 func run(ctx context.Context) error {
@@ -124,6 +127,7 @@ func run(ctx context.Context) error {
 	flag.StringVar(&o.serve, "serve", "../build/yunikorn-userinfo", "the yunikorn-userinfo binary")
 	flag.StringVar(&o.chart, "chart", "../build/chart", "make chart-render's renderings")
 	flag.StringVar(&o.out, "out", "../build/bench/admission-modes.json", "results file")
+	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of serve over the measured creates here (serve --pprof)")
 	flag.Parse()
 	if o.pods < 10 || o.warmup < 0 {
 		return fmt.Errorf("-pods %d, -warmup %d: want at least 10 measured Pods and no negative warm-up", o.pods, o.warmup)
@@ -243,8 +247,11 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	wh, err := b.c.StartWebhook(ctx, cluster.WebhookOptions{Name: "admbench", Binary: b.o.serve, SettingsFile: settingsFile,
-		ExtraArgs: []string{"--validate-overlay", overlay}})
+	args := []string{"--validate-overlay", overlay}
+	if b.o.profile != "" {
+		args = append(args, "--pprof")
+	}
+	wh, err := b.c.StartWebhook(ctx, cluster.WebhookOptions{Name: "admbench", Binary: b.o.serve, SettingsFile: settingsFile, ExtraArgs: args})
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +277,14 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if err := b.registerWebhooks(ctx, standalone, wh, "mutating", false); err != nil {
 		return nil, err
 	}
-	if err := b.registerWebhooks(ctx, hybrid, wh, "hybrid", true); err != nil {
+	if err := b.registerWebhooks(ctx, hybrid, wh, "hybrid", false); err != nil {
+		return nil, err
+	}
+	// hybrid.validatingTwin: hybrid's mutating webhook with the shipped twin.
+	if err := b.registerWebhooks(ctx, hybrid, wh, "hybrid-twin", false); err != nil {
+		return nil, err
+	}
+	if err := b.registerTwin(ctx, standalone, wh, "hybrid-twin"); err != nil {
 		return nil, err
 	}
 	null, err := b.startNull(ctx)
@@ -289,8 +303,10 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if err := b.installCEL(ctx, celR, "cel", ns["cel"]); err != nil {
 		return nil, err
 	}
-	if err := b.installCEL(ctx, hybrid, "hybrid", ns["hybrid"]); err != nil {
-		return nil, err
+	for _, m := range []string{"hybrid", "hybrid-twin"} {
+		if err := b.installCEL(ctx, hybrid, m, ns[m]); err != nil {
+			return nil, err
+		}
 	}
 
 	alice, err := b.c.Config("alice")
@@ -314,6 +330,16 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	}
 	lat := map[string][]time.Duration{}
 	total := b.o.warmup + b.o.pods
+	profiled := make(chan error, 1)
+	if b.o.profile != "" {
+		// About as long as the measured creates take at 3 ms each.
+		seconds := max(5, b.o.pods*len(modes)*3/1000)
+		go func() {
+			profiled <- fetchProfile(ctx, strings.TrimSuffix(wh.MetricsURL, "/metrics")+"/debug/pprof/profile?seconds="+strconv.Itoa(seconds), b.o.profile)
+		}()
+	} else {
+		profiled <- nil
+	}
 	b.log.Info("measuring", "pods per mode", b.o.pods, "warmup", b.o.warmup)
 	for i := 0; i < total; i++ {
 		// A different mode first each round, so no mode always follows
@@ -337,6 +363,9 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	}
 	after, err := scrape(ctx, wh.MetricsURL)
 	if err != nil {
+		return nil, err
+	}
+	if err := <-profiled; err != nil {
 		return nil, err
 	}
 	rep := &Report{KubeVersion: v.GitVersion, CPUs: numCPU(), Pods: b.o.pods, Warmup: b.o.warmup,
@@ -380,7 +409,14 @@ func (b *bench) registerWebhooks(ctx context.Context, r *cluster.Rendering, wh *
 	if !twin {
 		return nil
 	}
-	doc, err = r.One("ValidatingWebhookConfiguration")
+	return b.registerTwin(ctx, r, wh, mode)
+}
+
+// registerTwin creates the rendering's validating twin for the namespace
+// labelled mode, pointed at wh.
+func (b *bench) registerTwin(ctx context.Context, r *cluster.Rendering, wh *cluster.Webhook, mode string) error {
+	labels := map[string]string{modeLabel: mode}
+	doc, err := r.One("ValidatingWebhookConfiguration")
 	if err != nil {
 		return err
 	}
@@ -578,6 +614,30 @@ func scrape(ctx context.Context, url string) (histogram, error) {
 	return h, sc.Err()
 }
 
+func fetchProfile(ctx context.Context, url, out string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("CPU profile: %s", resp.Status)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("CPU profile: %w", err)
+	}
+	return f.Close()
+}
+
 func labelValue(line, name string) string {
 	_, rest, ok := strings.Cut(line, name+`="`)
 	if !ok {
@@ -643,9 +703,9 @@ func deploymentFlag(manifest []byte, name string) (string, error) {
 func printReport(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "Pod create through kube-apiserver %s, %d CPUs, %d Pods per mode (after %d warm-up), interleaved\n",
 		r.KubeVersion, r.CPUs, r.Pods, r.Warmup)
-	fmt.Fprintf(w, "%-9s %8s %8s %8s %8s %10s %10s\n", "mode", "p50 ms", "p90 ms", "p99 ms", "mean ms", "+p50 ms", "+p99 ms")
+	fmt.Fprintf(w, "%-11s %8s %8s %8s %8s %10s %10s\n", "mode", "p50 ms", "p90 ms", "p99 ms", "mean ms", "+p50 ms", "+p99 ms")
 	for _, x := range r.Results {
-		fmt.Fprintf(w, "%-9s %8.3f %8.3f %8.3f %8.3f %10.3f %10.3f\n", x.Mode, x.P50MS, x.P90MS, x.P99MS, x.MeanMS, x.AddedP50MS, x.AddedP99MS)
+		fmt.Fprintf(w, "%-11s %8.3f %8.3f %8.3f %8.3f %10.3f %10.3f\n", x.Mode, x.P50MS, x.P90MS, x.P99MS, x.MeanMS, x.AddedP50MS, x.AddedP99MS)
 	}
 	fmt.Fprintf(w, "webhook's own time per call: %v ms over %v calls; API server connections to it at the end: %d\n",
 		r.WebhookMeanMS, r.WebhookCalls, r.Connections)
