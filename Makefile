@@ -271,6 +271,7 @@ chart-render: ## Render the Helm chart (standalone, Kubewarden, cel and hybrid v
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: kubewarden' -out $(BUILD)/chart/kubewarden.yaml
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: cel' -out $(BUILD)/chart/cel.yaml
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: hybrid' -out $(BUILD)/chart/hybrid.yaml
+	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values '{mode: hybrid, settings: {configValidation: {mode: enforce, namespace: e2e-hybrid-yunikorn}}}' -out $(BUILD)/chart/hybrid-config.yaml
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values "$$(cat e2e/operators/values.yaml)" -out $(BUILD)/chart/operators.yaml
 	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 

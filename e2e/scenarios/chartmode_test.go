@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -197,40 +199,66 @@ func TestChartModeCEL(t *testing.T) {
 	checkCore(t, ns, "cel", false)
 }
 
-// TestChartModeHybridWebhookDown: the chart's mode hybrid rendering, its
-// mutating webhook configuration pointed at a serve of its own, beside the
-// standalone rendering's pointed at the same serve, and that serve then
-// stopped. Hybrid: the CEL policies still stamp Pods and refuse forgeries;
-// the webhook (failurePolicy Ignore, hybrid.webhookFailurePolicy) is
-// skipped, so its context checks are not made while it is down.
-// Standalone: every Pod is refused (fail closed). Mode cel never has a
-// webhook to lose (TestChartModeCEL).
+// hybridConfigNamespace is where the hybrid rendering's configValidation
+// looks (make chart-render's hybrid-config.yaml).
+const hybridConfigNamespace = "e2e-hybrid-yunikorn"
+
+// TestChartModeHybridWebhookDown: the chart's mode hybrid rendering with a
+// context check on (configValidation of YuniKorn's ConfigMaps in
+// hybridConfigNamespace: make chart-render's hybrid-config.yaml), its
+// webhook configurations pointed at a serve of their own with the
+// rendering's settings, beside the standalone rendering's pointed at the
+// same serve; then that serve is stopped. Hybrid: the CEL policies still
+// stamp Pods and refuse forgeries; the webhook (failurePolicy Ignore,
+// hybrid.webhookFailurePolicy) is skipped, so its context check lets a
+// broken YuniKorn configuration through while it is down (it refused it
+// while up). Standalone: every Pod is refused (fail closed). Mode cel never
+// has a webhook to lose (TestChartModeCEL).
 func TestChartModeHybridWebhookDown(t *testing.T) {
 	start(t)
 	requireMAPServed(t)
 	ctx := t.Context()
-	rendering, err := cluster.ReadRendering(chartRendering(e2e.repo, "E2E_CHART_HYBRID", "hybrid.yaml"))
+	rendering, err := cluster.ReadRendering(chartRendering(e2e.repo, "E2E_CHART_HYBRID_CONFIG", "hybrid-config.yaml"))
 	require.NoError(t, err)
 	mwcDoc, err := rendering.One("MutatingWebhookConfiguration")
 	require.NoError(t, err)
-	assert.Empty(t, rendering.All("ValidatingWebhookConfiguration"),
-		"hybrid has no validating twin by default: the ValidatingAdmissionPolicies hold the core after every mutation")
+	cvDoc, err := rendering.One("ValidatingWebhookConfiguration")
+	require.NoError(t, err, "hybrid has no validating twin by default; this is configValidation's webhook")
+	require.Contains(t, string(cvDoc), "yunikorn-configmaps.validate")
+	var settingsDoc []byte
+	for _, doc := range rendering.All("ConfigMap") {
+		if !strings.Contains(string(doc), "app.kubernetes.io/component: cel") {
+			settingsDoc = doc
+		}
+	}
+	require.NotNil(t, settingsDoc, "the webhook's settings ConfigMap")
+	settings, err := cluster.AdaptSettings(settingsDoc, externalUsers)
+	require.NoError(t, err)
+	settingsFile := filepath.Join(t.TempDir(), "hybrid-settings.yaml")
+	require.NoError(t, os.WriteFile(settingsFile, settings, 0o600))
 
 	wh, err := e2e.cluster.StartWebhook(ctx, cluster.WebhookOptions{
-		Name: "serve-hybrid", Binary: e2e.serveBinary, SettingsFile: e2e.settingsFile,
+		Name: "serve-hybrid", Binary: e2e.serveBinary, SettingsFile: settingsFile,
 	})
 	require.NoError(t, err, "start the hybrid webhook")
 	t.Cleanup(func() { assert.NoError(t, wh.Stop(), "stop the hybrid webhook") })
 
-	// The hybrid namespace: the webhook pair and the CEL policies.
-	hybridNS := celNamespace(t, nil)
-	labels := map[string]string{webhookLabel: "hybrid-" + hybridNS, celModeLabel: hybridNS}
-	_, err = client(admin).CoreV1().Namespaces().Patch(ctx, hybridNS, "application/merge-patch+json",
-		[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q,%q:%q}}}`, webhookLabel, labels[webhookLabel], celModeLabel, hybridNS)), metav1.PatchOptions{})
+	// The hybrid namespace (the name configValidation was rendered for):
+	// the webhooks and the CEL policies.
+	hybridNS := hybridConfigNamespace
+	label := "hybrid-" + hybridNS
+	cs := client(admin)
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hybridNS,
+		Labels: map[string]string{webhookLabel: label, celModeLabel: hybridNS}}}, metav1.CreateOptions{})
+	require.NoError(t, err, "create namespace %s (left over from an interrupted run?)", hybridNS)
+	t.Cleanup(func() {
+		assert.NoError(t, cs.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), hybridNS, metav1.DeleteOptions{}))
+	})
+	_, err = prepareNamespace(ctx, cs, hybridNS)
 	require.NoError(t, err)
-	admission := client(admin).AdmissionregistrationV1()
+	admission := cs.AdmissionregistrationV1()
 	mwc, err := cluster.AdaptWebhookConfiguration(mwcDoc, "yunikorn-userinfo-e2e-"+hybridNS, wh.BaseURL, e2e.cluster.PKI.CAPEM,
-		map[string]string{webhookLabel: labels[webhookLabel]})
+		map[string]string{webhookLabel: label})
 	require.NoError(t, err)
 	for _, w := range mwc.Webhooks {
 		require.Equal(t, "Ignore", string(*w.FailurePolicy), "%s: hybrid's webhook is skipped while down", w.Name)
@@ -239,6 +267,14 @@ func TestChartModeHybridWebhookDown(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		assert.NoError(t, admission.MutatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), mwc.Name, metav1.DeleteOptions{}))
+	})
+	cv, err := cluster.AdaptValidatingWebhookConfiguration(cvDoc, "yunikorn-userinfo-e2e-config-"+hybridNS, wh.BaseURL, e2e.cluster.PKI.CAPEM,
+		map[string]string{webhookLabel: label})
+	require.NoError(t, err)
+	_, err = admission.ValidatingWebhookConfigurations().Create(ctx, cv, metav1.CreateOptions{FieldValidation: "Strict"})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		assert.NoError(t, admission.ValidatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), cv.Name, metav1.DeleteOptions{}))
 	})
 	installCELObjects(t, rendering, hybridNS)
 
@@ -249,10 +285,26 @@ func TestChartModeHybridWebhookDown(t *testing.T) {
 	t.Cleanup(func() {
 		assert.NoError(t, admission.MutatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), smwc.Name, metav1.DeleteOptions{}))
 	})
-	standaloneNS, err := createNamespace(ctx, client(admin), t.Name(), map[string]string{webhookLabel: standaloneLabel})
+	standaloneNS, err := createNamespace(ctx, cs, t.Name(), map[string]string{webhookLabel: standaloneLabel})
 	require.NoError(t, err)
 	require.NoError(t, waitEnforced(ctx, standaloneNS))
 	waitCELEnforced(t, hybridNS)
+
+	// A YuniKorn configuration the scheduler could not load, written with
+	// dryRun: configValidation refuses it while the webhook runs.
+	broken := func() error {
+		_, err := cs.CoreV1().ConfigMaps(hybridNS).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "yunikorn-configs"},
+			Data:       map[string]string{"queues.yaml": "partitions: ["},
+		}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	var last error
+	require.NoError(t, cluster.Poll(ctx, enforceTimeout, pollInterval, func(context.Context) (bool, error) {
+		last = broken()
+		return last != nil, nil
+	}), "configValidation refuses a broken queues.yaml while the webhook runs")
+	assert.Contains(t, last.Error(), `admission webhook "yunikorn-configmaps.validate.user-info.yunikorn.apache.org" denied the request`)
 
 	// Up: both the mutating webhook and the CEL policies judge hybrid's Pods.
 	checkCore(t, hybridNS, "up", true)
@@ -260,9 +312,11 @@ func TestChartModeHybridWebhookDown(t *testing.T) {
 		"the hybrid webhook was called while up")
 
 	require.NoError(t, wh.Stop(), "stop the webhook")
-	// Down: hybrid still stamps and refuses; standalone refuses everything.
+	// Down: hybrid still stamps and refuses; its context check is skipped;
+	// standalone refuses everything.
 	checkCore(t, hybridNS, "down", false)
+	assert.NoError(t, broken(), "hybrid with webhookFailurePolicy Ignore: the context check is skipped while the webhook is down")
 	_, err = client(alice).CoreV1().Pods(standaloneNS).Create(ctx, newPod("while-down", nil), metav1.CreateOptions{})
 	requireCallFailed(t, err)
-	t.Logf("webhook down: hybrid stamped and refused forgeries by CEL alone; standalone refused every Pod")
+	t.Logf("webhook down: hybrid stamped and refused forgeries by CEL alone and skipped its context check; standalone refused every Pod")
 }
