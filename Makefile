@@ -152,7 +152,7 @@ check: policy vet ## The inner loop (about 2 minutes warm on 2 cores, no root, n
 generate: embed ## Refresh every generated file: the embedded module, the CLI golden file, the chart's workload presets and CEL policies, the Artifact Hub golden files and artifacthub/
 	$(GO) test ./cmd/yunikorn-userinfo -run '^TestRun_fixtures$$' -update
 	$(GO) test ./policy -run '^TestPresetsFile$$' -update
-	$(GO) test ./internal/cel -run '^TestChartFile$$' -update
+	$(GO) test ./internal/cel -run '^(TestChartFile|TestParamsFile)$$' -update
 	$(GO) test ./internal/artifacthub -update
 	$(MAKE) --no-print-directory artifacthub
 
@@ -160,7 +160,7 @@ generate: embed ## Refresh every generated file: the embedded module, the CLI go
 verify: check-embedded ## Fail when a generated file is stale (the checks make generate would change)
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile)$$' ./cmd/yunikorn-userinfo ./policy
 	$(GO) test -count=1 ./internal/artifacthub
-	$(GO) test -count=1 -run '^TestChartFile$$' ./internal/cel
+	$(GO) test -count=1 -run '^(TestChartFile|TestParamsFile)$$' ./internal/cel
 	@tmp=$$(mktemp -d); cp -r artifacthub $$tmp/ && $(GO) run ./cmd/yunikorn-userinfo scaffold artifacthub -m metadata.yml -o $$tmp/artifacthub >/dev/null && \
 	  diff -r artifacthub $$tmp/artifacthub && rm -rf $$tmp || { echo "artifacthub/ is stale: run make artifacthub"; rm -rf $$tmp; exit 1; }
 

@@ -322,3 +322,41 @@ func TestChart_hybridMode(t *testing.T) {
 	_, err := render(t, map[string]any{"mode": "hybrid", "hybrid": map[string]any{"webhookFailurePolicy": "Never"}}, "r", "ns")
 	require.Error(t, err)
 }
+
+// TestChart_celParamsAsInternalCEL: for every settings fixture the CEL
+// mode expresses, the ConfigMap parameter the chart writes holds exactly
+// what internal/cel's ParamData writes for the same settings over the
+// chart's defaults (testdata/cel-params.json, which make generate writes
+// and make verify checks): one encoding of the settings. The comma-
+// separated string form is refused (only the policy splits it).
+func TestChart_celParamsAsInternalCEL(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "cel-params.json"))
+	require.NoError(t, err)
+	var examples []struct {
+		Name     string            `json:"name"`
+		Settings map[string]any    `json:"settings"`
+		Data     map[string]string `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &examples))
+	require.NotEmpty(t, examples)
+	compared := 0
+	for _, ex := range examples {
+		ms, err := render(t, map[string]any{"mode": "cel", "cel": v1, "settings": ex.Settings}, "yunikorn-userinfo", "yunikorn-userinfo")
+		if err != nil {
+			assert.ErrorContains(t, err, "take a list of patterns here", ex.Name)
+			continue
+		}
+		found := false
+		for _, m := range ms {
+			if cm, ok := m.obj.(*corev1.ConfigMap); ok && cm.Name == "yunikorn-userinfo-cel" {
+				found = true
+				assert.Equal(t, ex.Data, cm.Data, ex.Name)
+			}
+		}
+		assert.True(t, found, ex.Name)
+		compared++
+	}
+	t.Logf("%d of %d settings compared", compared, len(examples))
+	assert.GreaterOrEqual(t, compared, 8)
+}
