@@ -149,9 +149,10 @@ check: policy vet ## The inner loop (about 2 minutes warm on 2 cores, no root, n
 # generate rewrites them from their sources; verify fails, naming the file,
 # when one is stale (make test runs the same checks).
 .PHONY: generate
-generate: embed ## Refresh every generated file: the embedded module, the CLI golden file, the chart's workload presets, the Artifact Hub golden files and artifacthub/
+generate: embed ## Refresh every generated file: the embedded module, the CLI golden file, the chart's workload presets and CEL policies, the Artifact Hub golden files and artifacthub/
 	$(GO) test ./cmd/yunikorn-userinfo -run '^TestRun_fixtures$$' -update
 	$(GO) test ./policy -run '^TestPresetsFile$$' -update
+	$(GO) test ./internal/cel -run '^(TestChartFile|TestParamsFile)$$' -update
 	$(GO) test ./internal/artifacthub -update
 	$(MAKE) --no-print-directory artifacthub
 
@@ -159,6 +160,7 @@ generate: embed ## Refresh every generated file: the embedded module, the CLI go
 verify: check-embedded ## Fail when a generated file is stale (the checks make generate would change)
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile)$$' ./cmd/yunikorn-userinfo ./policy
 	$(GO) test -count=1 ./internal/artifacthub
+	$(GO) test -count=1 -run '^(TestChartFile|TestParamsFile)$$' ./internal/cel
 	@tmp=$$(mktemp -d); cp -r artifacthub $$tmp/ && $(GO) run ./cmd/yunikorn-userinfo scaffold artifacthub -m metadata.yml -o $$tmp/artifacthub >/dev/null && \
 	  diff -r artifacthub $$tmp/artifacthub && rm -rf $$tmp || { echo "artifacthub/ is stale: run make artifacthub"; rm -rf $$tmp; exit 1; }
 
@@ -241,7 +243,7 @@ bench-kubewarden: policy ## Cost per evaluation as policy-server runs it (fresh 
 	cd test/kubewarden && POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -run '^$$' -bench . -count $(or $(COUNT),3) ./...
 
 .PHONY: bench
-bench: policy build loadgen ## Benchmarks (native vs wasm, fresh vs pooled, cost vs request size, ours vs YuniKorn), load test and cold start; tables and plots in docs/perf (QUICK=1: smoke run; see hack/bench.sh)
+bench: policy build loadgen chart-render ## Benchmarks (native vs wasm, fresh vs pooled, cost vs request size, ours vs YuniKorn), load test, cold start, and Pod-create latency per deployment mode through a real API server; tables and plots in docs/perf (QUICK=1: smoke run; see hack/bench.sh)
 	POLICY_WASM=$(CURDIR)/$(WASM) bash hack/bench.sh
 
 .PHONY: hostile
@@ -262,11 +264,14 @@ E2E_OLD_KUBE ?= 1.33
 E2E_OLD_KUBE_RUN ?= ^(TestUserPod|TestDeployment|TestCronJobScheduledJob|TestStatefulSetPods|TestRolloutRestart|TestForgedIdentityRefused|TestFrontEndOnBehalf|TestAnnotationChangeRefused|TestAnnotationAddRefused|TestServerSideApply|TestDryRunCreate|TestImpersonation|TestPodSubresources|TestWebhookDownFailsClosed|TestChartRegistrationGate|TestHostileLaterWebhook|TestHostCapabilities|TestWatchCacheListPaths|TestYuniKornApplicationOwnership|TestChartRenderingServed)$$
 
 .PHONY: chart-render
-chart-render: ## Render the Helm chart (standalone and Kubewarden variants, default values) into build/chart with Helm's libraries, as make e2e installs it (the steady state, as helm upgrade renders it; install.yaml: a first install, with the registration gate)
+chart-render: ## Render the Helm chart (standalone, Kubewarden, cel and hybrid variants, default values) into build/chart with Helm's libraries, as make e2e installs it (the steady state, as helm upgrade renders it; install.yaml: a first install, with the registration gate)
 	@mkdir -p $(BUILD)/chart
 	cd test/manifests && $(GO) build -o $(CURDIR)/$(BUILD)/chartrender ./cmd/chartrender
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/standalone.yaml
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: kubewarden' -out $(BUILD)/chart/kubewarden.yaml
+	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: cel' -out $(BUILD)/chart/cel.yaml
+	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: hybrid' -out $(BUILD)/chart/hybrid.yaml
+	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values '{mode: hybrid, settings: {configValidation: {mode: enforce, namespace: e2e-hybrid-yunikorn}}}' -out $(BUILD)/chart/hybrid-config.yaml
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values "$$(cat e2e/operators/values.yaml)" -out $(BUILD)/chart/operators.yaml
 	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 

@@ -23,6 +23,12 @@
 #                 applicationOwnership and trustPodTokens: RSS, first sync,
 #                 Pod watches, review latency at SCALE_RATE
 #                                                  -> $OUT/scale.json
+#   5b. modes     e2e/cmd/admbench: Pod-create latency through a real
+#                 kube-apiserver per deployment mode (none, cel, hybrid,
+#                 the webhook pair, its mutating half, a null webhook),
+#                 the same Pods interleaved; p50/p99 and what each adds,
+#                 from make chart-render's renderings
+#                                                  -> $OUT/admission-modes.json
 #   6. report     perfkit plot and tables: PNGs and results.md in $DOCS, from
 #                 everything in $OUT (soak*.jsonl of `make soak` included)
 # A step whose input does not exist yet is skipped with a note; a step that
@@ -53,6 +59,7 @@
 #   SCALE_PODS     Pod counts of the scale step         (1000,10000,30000,100000)
 #   SCALE_NAMESPACES, SCALE_RATE, SCALE_DURATION
 #                  namespaces, reviews/s, measured load per count (1000, 500, 10s)
+#   MODES_PODS     measured Pod creates per mode of the modes step (1000; QUICK: 60)
 #   BIN, LOADGEN, PERFKIT  executables                  (build/yunikorn-userinfo, build/loadgen, build/perfkit)
 #
 #   make bench
@@ -73,6 +80,7 @@ if [[ "$QUICK" == 1 ]]; then
   SCALE_PODS=${SCALE_PODS:-500,2000}
   SCALE_NAMESPACES=${SCALE_NAMESPACES:-20}
   SCALE_DURATION=${SCALE_DURATION:-2s}
+  MODES_PODS=${MODES_PODS:-60}
 fi
 SCALING_SIZES=${SCALING_SIZES:-"1|10|100|1000|10000"}
 SCALING_BENCHTIME=${SCALING_BENCHTIME:-1s}
@@ -99,6 +107,7 @@ SCALE_PODS=${SCALE_PODS:-1000,10000,30000,100000}
 SCALE_NAMESPACES=${SCALE_NAMESPACES:-1000}
 SCALE_RATE=${SCALE_RATE:-500}
 SCALE_DURATION=${SCALE_DURATION:-10s}
+MODES_PODS=${MODES_PODS:-1000}
 BIN=${BIN:-build/yunikorn-userinfo}
 LOADGEN=${LOADGEN:-build/loadgen}
 PERFKIT=${PERFKIT:-build/perfkit}
@@ -135,7 +144,7 @@ build_perfkit || { echo "build perfkit failed"; exit 1; }
 
 mkdir -p "$OUT"
 # Results of the steps below only: the soak (make soak) is kept.
-rm -f "$OUT"/perf.txt "$OUT"/scaling.out "$OUT"/admission.txt "$OUT"/load-*.json "$OUT"/coldstart-*.json "$OUT"/machine.json "$OUT"/scale.json
+rm -f "$OUT"/perf.txt "$OUT"/scaling.out "$OUT"/admission.txt "$OUT"/load-*.json "$OUT"/coldstart-*.json "$OUT"/machine.json "$OUT"/scale.json "$OUT"/admission-modes.json
 "$PERFKIT" machine --out "$OUT/machine.json"
 echo "$(machine_line), $("$GO" env GOVERSION)"
 quick=
@@ -236,6 +245,19 @@ else
   (cd e2e && CGO_ENABLED=0 "$GO" run ./cmd/scalebench -pods "$SCALE_PODS" -namespaces "$SCALE_NAMESPACES" \
     -rate "$SCALE_RATE" -duration "$SCALE_DURATION" -serve "$bin_abs" -out "$out_abs/scale.json") ||
     fail scale "e2e/cmd/scalebench"
+fi
+
+# 5b. Each deployment mode's cost to a Pod create through the API server.
+banner "5b/6 modes: Pod create through kube-apiserver, $MODES_PODS Pods per mode: none, cel, hybrid, the webhook pair"
+if skipped modes; then
+  note "skipped (SKIP)"
+elif [[ ! -f build/chart/cel.yaml ]]; then
+  note "skipped: no build/chart/cel.yaml (make chart-render; make bench runs it)"
+else
+  bin_abs=$(realpath "$BIN")
+  out_abs=$(realpath "$OUT")
+  (cd e2e && CGO_ENABLED=0 "$GO" run ./cmd/admbench -pods "$MODES_PODS" -serve "$bin_abs" -chart ../build/chart \
+    -out "$out_abs/admission-modes.json") || fail modes "e2e/cmd/admbench"
 fi
 
 # 6. Plots and tables from everything in $OUT.

@@ -26,9 +26,10 @@ import (
 var foreignGroups = []string{"cert-manager.io", "policies.kubewarden.io", "monitoring.coreos.com"}
 
 // TestChartRenderingServed: every Kubernetes object of the chart's
-// renderings (make chart-render: standalone, Kubewarden, operators and
-// first install) is one this API server serves, with every field the
-// chart sets. Each is created with dryRun=All, so nothing is stored, and
+// renderings (make chart-render: standalone, Kubewarden, operators, first
+// install, and from Kubernetes 1.36 cel and hybrid) is one this API server
+// serves, with every field the chart sets. Each is created with
+// dryRun=All, so nothing is stored, and
 // fieldValidation=Strict, so a field the version does not know is an
 // error; and the object the server would store must keep every value the
 // rendering set, since a field whose feature gate is off is dropped
@@ -48,12 +49,19 @@ func TestChartRenderingServed(t *testing.T) {
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: metav1.FieldValidationStrict}
 
 	checked := 0
-	for _, variant := range []struct{ env, file string }{
+	variants := []struct{ env, file string }{
 		{"E2E_CHART_STANDALONE", "standalone.yaml"},
 		{"E2E_CHART_KUBEWARDEN", "kubewarden.yaml"},
 		{"E2E_CHART_OPERATORS", "operators.yaml"},
 		{"E2E_CHART_INSTALL", "install.yaml"},
-	} {
+	}
+	// Modes cel and hybrid render admissionregistration.k8s.io/v1
+	// MutatingAdmissionPolicies, served from 1.36.
+	if e2e.kubeMinor >= 36 {
+		variants = append(variants, struct{ env, file string }{"E2E_CHART_CEL", "cel.yaml"},
+			struct{ env, file string }{"E2E_CHART_HYBRID", "hybrid.yaml"})
+	}
+	for _, variant := range variants {
 		rendering, err := cluster.ReadRendering(chartRendering(e2e.repo, variant.env, variant.file))
 		require.NoError(t, err)
 		for _, kind := range rendering.Kinds() {

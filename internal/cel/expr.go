@@ -168,6 +168,13 @@ func identityVariables(s *Settings) []variable {
 	if s.TrustControllers && len(s.SystemUsers) > 0 {
 		trusted = anyMatch("variables.user", s.SystemUsers) + " || " + trusted
 	}
+	allowedGroups := anyMatch("g", s.ExternalGroups)
+	if s.params {
+		kept = "variables.groups.filter(g, " + paramKeep("g") + ")"
+		trusted = "(" + paramTrue("trustControllers", true) + " && " + paramMatch("variables.user", "systemUsers") + ") || " +
+			paramMatch("variables.user", "externalUsers")
+		allowedGroups = paramMatch("g", "externalGroups")
+	}
 	return []variable{
 		{"user", "has(request.userInfo.username) ? request.userInfo.username : ''"},
 		{"groups", "has(request.userInfo.groups) ? request.userInfo.groups : []"},
@@ -181,7 +188,7 @@ func identityVariables(s *Settings) []variable {
 			"(variables.user != '' ? '\"user\":\"' + " + escapeJSON("variables.user") + " + '\"' : '') + " +
 			"(size(variables.kept) > 0 ? (variables.user != '' ? ',' : '') + '\"groups\":[' + " +
 			"variables.kept.map(g, '\"' + " + escapeJSON("g") + " + '\"').join(',') + ']' : '') + '}'"},
-		{"allowed", trusted + " || variables.groups.exists(g, " + anyMatch("g", s.ExternalGroups) + ")"},
+		{"allowed", trusted + " || variables.groups.exists(g, " + allowedGroups + ")"},
 		{"cannotRecord", Quote(msgCannotRecord) + " + (variables.invalidUTF8 ? " +
 			Quote("the username or a recorded group is not valid UTF-8 (encoding/json would write U+FFFD in its place)") + " : " +
 			Quote(fmt.Sprintf("it is larger than the policy encodes within the API server's CEL cost limits (at most %d recorded groups, and at most %d characters in the username and the recorded groups together): such identities need the webhook", MaxGroups, MaxIdentityChars)) + ")"},

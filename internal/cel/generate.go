@@ -128,6 +128,7 @@ type (
 		ValueExpression string `json:"valueExpression"`
 	}
 	vapSpec struct {
+		ParamKind        map[string]string `json:"paramKind,omitempty"`
 		FailurePolicy    string            `json:"failurePolicy"`
 		MatchConstraints matchResources    `json:"matchConstraints"`
 		MatchConditions  []matchCondition  `json:"matchConditions,omitempty"`
@@ -143,12 +144,13 @@ type (
 		Expression string `json:"expression"`
 	}
 	mapSpec struct {
-		FailurePolicy      string           `json:"failurePolicy"`
-		ReinvocationPolicy string           `json:"reinvocationPolicy"`
-		MatchConstraints   matchResources   `json:"matchConstraints"`
-		MatchConditions    []matchCondition `json:"matchConditions,omitempty"`
-		Variables          []variable       `json:"variables,omitempty"`
-		Mutations          []mutation       `json:"mutations"`
+		ParamKind          map[string]string `json:"paramKind,omitempty"`
+		FailurePolicy      string            `json:"failurePolicy"`
+		ReinvocationPolicy string            `json:"reinvocationPolicy"`
+		MatchConstraints   matchResources    `json:"matchConstraints"`
+		MatchConditions    []matchCondition  `json:"matchConditions,omitempty"`
+		Variables          []variable        `json:"variables,omitempty"`
+		Mutations          []mutation        `json:"mutations"`
 	}
 	bindingSpec struct {
 		PolicyName        string   `json:"policyName"`
@@ -218,6 +220,14 @@ func (t target) changed() string {
 // Deployment's annotated template.
 func exempt(s *Settings, t target) string {
 	var parts []string
+	if s.params {
+		parts = append(parts, "("+paramTrue("bypassAuth", false)+" && "+optional("object", t.path, "labels")+"[?"+
+			paramKey("userLabelKey", defaultUserLabelKey)+"].orValue('') != '')")
+		if t.name == "templates" {
+			parts = append(parts, "(request.kind.group == 'apps' && request.kind.kind == 'ReplicaSet' && "+paramMatch("variables.user", "systemUsers")+")")
+		}
+		return strings.Join(parts, " || ")
+	}
 	if s.BypassAuth {
 		parts = append(parts, optional("object", t.path, "labels")+"[?"+Quote(s.UserLabelKey)+"].orValue('') != ''")
 	}
@@ -278,6 +288,9 @@ func validatingSpec(s *Settings, t target) vapSpec {
 		}
 	}
 	bypass := strconv.FormatBool(s.BypassAuth)
+	if s.params {
+		bypass = paramTrue("bypassAuth", false)
+	}
 	old := t.annotation("oldObject")
 	return vapSpec{
 		FailurePolicy:    "Fail",

@@ -24,6 +24,9 @@ type Settings struct {
 	ValidateOnly     bool
 	// RecordedGroups shapes the groups the annotation records; nil: all.
 	RecordedGroups *GroupShaping
+	// params: every value above is read from the policies' ConfigMap
+	// parameter when they run (ParamSettings), not written into them.
+	params bool
 }
 
 // GroupShaping is settings.recordedGroups.

@@ -637,7 +637,7 @@ func TestChart_kubeVersionIsTested(t *testing.T) {
 	admits(fmt.Sprintf("v%d.%d.0", newest.Major(), newest.Minor()+1))
 }
 
-// TestChart_notes: NOTES.txt renders in both modes and says what the
+// TestChart_notes: NOTES.txt renders in every mode and says what the
 // operator must know about the gate, one replica and host networking.
 func TestChart_notes(t *testing.T) {
 	t.Parallel()
@@ -661,4 +661,12 @@ func TestChart_notes(t *testing.T) {
 	assert.Contains(t, n, "One replica: no PodDisruptionBudget")
 	assert.Contains(t, n, "ports 10443 and 9090")
 	assert.Contains(t, notes("mode: kubewarden", false), "ClusterAdmissionPolicy yunikorn-user-info")
+	n = notes("mode: cel\ncel: {mapAPIVersion: v1}", false)
+	assert.Contains(t, n, "no webhook runs")
+	assert.Contains(t, n, "yunikorn-userinfo/yunikorn-userinfo-cel")
+	assert.NotContains(t, n, "rollout status")
+	n = notes("mode: hybrid\ncel: {mapAPIVersion: v1}", false)
+	assert.Contains(t, n, "they hold while the webhook is down")
+	assert.Contains(t, n, "failurePolicy Ignore: skipped while it is down")
+	assert.Contains(t, n, "rollout status deployment/yunikorn-userinfo")
 }

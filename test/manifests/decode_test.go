@@ -15,6 +15,7 @@ import (
 	policiesv1 "github.com/kubewarden/adm-controller/api/policies/v1"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	admissionregistrationv1beta1 "k8s.io/api/admissionregistration/v1beta1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -46,28 +47,34 @@ type kind struct {
 // one in the wrong case) fails, as the API server's strict field validation
 // would.
 var kinds = map[schema.GroupVersionKind]kind{
-	corev1.SchemeGroupVersion.WithKind("Namespace"):                                       {new: func() any { return &corev1.Namespace{} }},
-	corev1.SchemeGroupVersion.WithKind("ServiceAccount"):                                  {new: func() any { return &corev1.ServiceAccount{} }, namespaced: true},
-	corev1.SchemeGroupVersion.WithKind("ConfigMap"):                                       {new: func() any { return &corev1.ConfigMap{} }, namespaced: true},
-	corev1.SchemeGroupVersion.WithKind("Service"):                                         {new: func() any { return &corev1.Service{} }, namespaced: true},
-	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                      {new: func() any { return &appsv1.Deployment{} }, namespaced: true},
-	batchv1.SchemeGroupVersion.WithKind("Job"):                                            {new: func() any { return &batchv1.Job{} }, namespaced: true},
-	batchv1.SchemeGroupVersion.WithKind("CronJob"):                                        {new: func() any { return &batchv1.CronJob{} }, namespaced: true},
-	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"):                             {new: func() any { return &networkingv1.NetworkPolicy{} }, namespaced: true},
-	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                           {new: func() any { return &policyv1.PodDisruptionBudget{} }, namespaced: true},
-	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"):   {new: func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} }},
-	admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration"): {new: func() any { return &admissionregistrationv1.ValidatingWebhookConfiguration{} }},
-	certmanagerv1.SchemeGroupVersion.WithKind("Issuer"):                                   {new: func() any { return &certmanagerv1.Issuer{} }, namespaced: true},
-	certmanagerv1.SchemeGroupVersion.WithKind("Certificate"):                              {new: func() any { return &certmanagerv1.Certificate{} }, namespaced: true},
-	policiesv1.GroupVersion.WithKind("ClusterAdmissionPolicy"):                            {new: func() any { return &policiesv1.ClusterAdmissionPolicy{} }},
-	policiesv1.GroupVersion.WithKind("PolicyServer"):                                      {new: func() any { return &policiesv1.PolicyServer{} }},
-	rbacv1.SchemeGroupVersion.WithKind("Role"):                                            {new: func() any { return &rbacv1.Role{} }, namespaced: true},
-	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"):                                     {new: func() any { return &rbacv1.RoleBinding{} }, namespaced: true},
-	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                                     {new: func() any { return &rbacv1.ClusterRole{} }},
-	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):                              {new: func() any { return &rbacv1.ClusterRoleBinding{} }},
-	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}:               {new: func() any { return &serviceMonitor{} }, namespaced: true},
-	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}:               {new: func() any { return &prometheusRule{} }, namespaced: true},
-	{Group: "kustomize.config.k8s.io", Version: "v1beta1", Kind: "Kustomization"}:         {new: func() any { return &kustomize.Kustomization{} }},
+	corev1.SchemeGroupVersion.WithKind("Namespace"):                                            {new: func() any { return &corev1.Namespace{} }},
+	corev1.SchemeGroupVersion.WithKind("ServiceAccount"):                                       {new: func() any { return &corev1.ServiceAccount{} }, namespaced: true},
+	corev1.SchemeGroupVersion.WithKind("ConfigMap"):                                            {new: func() any { return &corev1.ConfigMap{} }, namespaced: true},
+	corev1.SchemeGroupVersion.WithKind("Service"):                                              {new: func() any { return &corev1.Service{} }, namespaced: true},
+	appsv1.SchemeGroupVersion.WithKind("Deployment"):                                           {new: func() any { return &appsv1.Deployment{} }, namespaced: true},
+	batchv1.SchemeGroupVersion.WithKind("Job"):                                                 {new: func() any { return &batchv1.Job{} }, namespaced: true},
+	batchv1.SchemeGroupVersion.WithKind("CronJob"):                                             {new: func() any { return &batchv1.CronJob{} }, namespaced: true},
+	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"):                                  {new: func() any { return &networkingv1.NetworkPolicy{} }, namespaced: true},
+	policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget"):                                {new: func() any { return &policyv1.PodDisruptionBudget{} }, namespaced: true},
+	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingWebhookConfiguration"):        {new: func() any { return &admissionregistrationv1.MutatingWebhookConfiguration{} }},
+	admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingWebhookConfiguration"):      {new: func() any { return &admissionregistrationv1.ValidatingWebhookConfiguration{} }},
+	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingAdmissionPolicy"):             {new: func() any { return &admissionregistrationv1.MutatingAdmissionPolicy{} }},
+	admissionregistrationv1.SchemeGroupVersion.WithKind("MutatingAdmissionPolicyBinding"):      {new: func() any { return &admissionregistrationv1.MutatingAdmissionPolicyBinding{} }},
+	admissionregistrationv1beta1.SchemeGroupVersion.WithKind("MutatingAdmissionPolicy"):        {new: func() any { return &admissionregistrationv1beta1.MutatingAdmissionPolicy{} }},
+	admissionregistrationv1beta1.SchemeGroupVersion.WithKind("MutatingAdmissionPolicyBinding"): {new: func() any { return &admissionregistrationv1beta1.MutatingAdmissionPolicyBinding{} }},
+	admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicy"):           {new: func() any { return &admissionregistrationv1.ValidatingAdmissionPolicy{} }},
+	admissionregistrationv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicyBinding"):    {new: func() any { return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{} }},
+	certmanagerv1.SchemeGroupVersion.WithKind("Issuer"):                                        {new: func() any { return &certmanagerv1.Issuer{} }, namespaced: true},
+	certmanagerv1.SchemeGroupVersion.WithKind("Certificate"):                                   {new: func() any { return &certmanagerv1.Certificate{} }, namespaced: true},
+	policiesv1.GroupVersion.WithKind("ClusterAdmissionPolicy"):                                 {new: func() any { return &policiesv1.ClusterAdmissionPolicy{} }},
+	policiesv1.GroupVersion.WithKind("PolicyServer"):                                           {new: func() any { return &policiesv1.PolicyServer{} }},
+	rbacv1.SchemeGroupVersion.WithKind("Role"):                                                 {new: func() any { return &rbacv1.Role{} }, namespaced: true},
+	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"):                                          {new: func() any { return &rbacv1.RoleBinding{} }, namespaced: true},
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRole"):                                          {new: func() any { return &rbacv1.ClusterRole{} }},
+	rbacv1.SchemeGroupVersion.WithKind("ClusterRoleBinding"):                                   {new: func() any { return &rbacv1.ClusterRoleBinding{} }},
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}:                    {new: func() any { return &serviceMonitor{} }, namespaced: true},
+	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}:                    {new: func() any { return &prometheusRule{} }, namespaced: true},
+	{Group: "kustomize.config.k8s.io", Version: "v1beta1", Kind: "Kustomization"}:              {new: func() any { return &kustomize.Kustomization{} }},
 }
 
 // manifest is one decoded document of a manifest file.

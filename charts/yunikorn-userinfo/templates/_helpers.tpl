@@ -57,13 +57,14 @@ app.kubernetes.io/component: webhook
 
 {{/* Checks of values that would render a broken installation. */}}
 {{- define "yunikorn-userinfo.validate" -}}
-{{- if not (has .Values.mode (list "standalone" "kubewarden")) -}}
-{{- fail (printf "mode: %q is not standalone or kubewarden" .Values.mode) -}}
+{{- if not (has .Values.mode (list "standalone" "kubewarden" "cel" "hybrid")) -}}
+{{- fail (printf "mode: %q is not standalone, kubewarden, cel or hybrid" .Values.mode) -}}
 {{- end -}}
+{{- include "yunikorn-userinfo.validateCEL" . -}}
 {{- if not (has .Values.failurePolicy (list "Fail" "Ignore")) -}}
 {{- fail (printf "failurePolicy: %q is not Fail or Ignore" .Values.failurePolicy) -}}
 {{- end -}}
-{{- if and (not .Values.tls.certManager) (not .Values.tls.caBundle) (eq .Values.mode "standalone") -}}
+{{- if and (not .Values.tls.certManager) (not .Values.tls.caBundle) (include "yunikorn-userinfo.webhook" .) -}}
 {{- fail "tls.caBundle is required when tls.certManager is false: the API server must trust the webhook's certificate" -}}
 {{- end -}}
 {{- if hasKey .Values.settings "validateOnly" -}}
@@ -221,7 +222,7 @@ seen the webhook serve (docs/INSTALL.md, "Install ordering"); else the value. */
 {{- if include "yunikorn-userinfo.gated" . -}}
 Ignore
 {{- else -}}
-{{ .Values.failurePolicy }}
+{{ include "yunikorn-userinfo.failurePolicy" . }}
 {{- end -}}
 {{- end -}}
 
@@ -229,7 +230,7 @@ Ignore
 install (helm install, helm template) of the standalone webhook that fails
 closed, with registrationGate.enabled. */}}
 {{- define "yunikorn-userinfo.gated" -}}
-{{- if and (eq .Values.mode "standalone") .Values.registrationGate.enabled .Release.IsInstall (eq .Values.failurePolicy "Fail") }}true{{ end -}}
+{{- if and (include "yunikorn-userinfo.webhook" .) .Values.registrationGate.enabled .Release.IsInstall (eq (include "yunikorn-userinfo.failurePolicy" .) "Fail") }}true{{ end -}}
 {{- end -}}
 
 {{/* The access trustRBAC asks (docs/BEHAVIOUR.md §3.1) as a dict, or an
@@ -372,4 +373,147 @@ securityContext:
 volumeMounts:
   - name: tmp
     mountPath: /tmp
+{{- end -}}
+
+{{/* Whether the webhook (serve) is installed: modes standalone and hybrid. */}}
+{{- define "yunikorn-userinfo.webhook" -}}
+{{- if has .Values.mode (list "standalone" "hybrid") }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether the CEL policies are installed: modes cel and hybrid. */}}
+{{- define "yunikorn-userinfo.cel" -}}
+{{- if has .Values.mode (list "cel" "hybrid") }}true{{ end -}}
+{{- end -}}
+
+{{/* The webhooks' failurePolicy: in hybrid mode hybrid.webhookFailurePolicy
+(Ignore by default: the CEL policies hold the core while the webhook is
+down), else failurePolicy. */}}
+{{- define "yunikorn-userinfo.failurePolicy" -}}
+{{- if eq .Values.mode "hybrid" -}}
+{{ .Values.hybrid.webhookFailurePolicy }}
+{{- else -}}
+{{ .Values.failurePolicy }}
+{{- end -}}
+{{- end -}}
+
+{{/* The MutatingAdmissionPolicy API version: cel.mapAPIVersion, else by the
+cluster's version: v1 from Kubernetes 1.36, v1beta1 on 1.34 and 1.35 (behind
+its feature gate there). */}}
+{{- define "yunikorn-userinfo.mapAPIVersion" -}}
+{{- $v := .Values.cel.mapAPIVersion -}}
+{{- if $v -}}
+admissionregistration.k8s.io/{{ $v }}
+{{- else if semverCompare ">=1.36.0-0" .Capabilities.KubeVersion.Version -}}
+admissionregistration.k8s.io/v1
+{{- else if semverCompare ">=1.34.0-0" .Capabilities.KubeVersion.Version -}}
+admissionregistration.k8s.io/v1beta1
+{{- else -}}
+{{- fail (printf "mode: %s needs MutatingAdmissionPolicy: Kubernetes 1.34 or later (v1beta1 behind its feature gate on 1.34 and 1.35, v1 from 1.36); this cluster is %s (set cel.mapAPIVersion to render for another)" .Values.mode .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A list of patterns as the CEL policies read it: one per line, an empty
+pattern (which matches everything) as (?:), a line break inside one as \n
+(internal/cel ParamData). Called with (list "settings.KEY" VALUE). */}}
+{{- define "yunikorn-userinfo.celList" -}}
+{{- $key := index . 0 -}}
+{{- $v := index . 1 -}}
+{{- if not (kindIs "slice" $v) -}}
+{{- fail (printf "%s: modes cel and hybrid take a list of patterns here, not a comma-separated string" $key) -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $v -}}
+{{- $p := toString . -}}
+{{- if eq $p "" }}{{ $p = "(?:)" }}{{ end -}}
+{{- $out = append $out (replace "\n" "\\n" $p) -}}
+{{- end -}}
+{{- join "\n" $out -}}
+{{- end -}}
+
+{{/* The data of the CEL policies' ConfigMap parameter (internal/cel
+ParamData), from settings; a setting left out takes the policy's default.
+Called with (list $ DEFAULTS). */}}
+{{- define "yunikorn-userinfo.celParams" -}}
+{{- $root := index . 0 -}}
+{{- $d := index . 1 -}}
+{{- $s := $root.Values.settings | default (dict) -}}
+{{- $out := dict -}}
+{{- range $k, $v := $d }}{{ $_ := set $out $k $v }}{{ end -}}
+{{- if hasKey $s "bypassAuth" }}{{ $_ := set $out "bypassAuth" (toString $s.bypassAuth) }}{{ end -}}
+{{- if hasKey $s "trustControllers" }}{{ $_ := set $out "trustControllers" (toString $s.trustControllers) }}{{ end -}}
+{{- if hasKey $s "userLabelKey" }}{{ $_ := set $out "userLabelKey" (toString $s.userLabelKey) }}{{ end -}}
+{{- range $k := list "systemUsers" "externalUsers" "externalGroups" -}}
+{{- if hasKey $s $k }}{{ $_ := set $out $k (include "yunikorn-userinfo.celList" (list (printf "settings.%s" $k) (get $s $k))) }}{{ end -}}
+{{- end -}}
+{{- with $s.recordedGroups -}}
+{{- $_ := set $out "recordedGroups" (ternary "omit" "filter" (eq (toString .omit) "true")) -}}
+{{- $_ := set $out "recordedGroupsInclude" (include "yunikorn-userinfo.celList" (list "settings.recordedGroups.include" (.include | default list))) -}}
+{{- $_ := set $out "recordedGroupsExclude" (include "yunikorn-userinfo.celList" (list "settings.recordedGroups.exclude" (.exclude | default list))) -}}
+{{- end -}}
+{{- range $k := keys $out | sortAlpha }}
+{{ $k }}: {{ get $out $k | toJson }}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether a context setting turns its rule on (internal/cel: absent,
+null, false, "off", an empty list and an object whose mode is off are off;
+trustRBAC and scheduling objects are on). Called with (list KEY VALUE). */}}
+{{- define "yunikorn-userinfo.contextOn" -}}
+{{- $k := index . 0 -}}
+{{- $v := index . 1 -}}
+{{- if kindIs "invalid" $v -}}
+{{- else if kindIs "bool" $v -}}{{ if $v }}true{{ end -}}
+{{- else if kindIs "string" $v -}}{{ if ne $v "off" }}true{{ end -}}
+{{- else if kindIs "slice" $v -}}{{ if gt (len $v) 0 }}true{{ end -}}
+{{- else if kindIs "map" $v -}}
+{{- if has $k (list "trustRBAC" "scheduling") }}true{{ else if ne (toString (default "on" $v.mode)) "off" }}true{{ end -}}
+{{- else -}}true
+{{- end -}}
+{{- end -}}
+
+{{/* Checks of modes cel and hybrid: settings the CEL policies cannot
+express are refused for mode cel (they need the webhook), and those that
+admit what the CEL policies refuse are refused for mode hybrid. */}}
+{{- define "yunikorn-userinfo.validateCEL" -}}
+{{- if include "yunikorn-userinfo.cel" . -}}
+{{- $file := .Files.Get "files/cel-policies.json" | fromJson -}}
+{{- $s := .Values.settings | default (dict) -}}
+{{- $on := list -}}
+{{- range $k := keys $file.contextKeys | sortAlpha -}}
+{{- if and (hasKey $s $k) (include "yunikorn-userinfo.contextOn" (list $k (get $s $k))) -}}
+{{- $on = append $on $k -}}
+{{- end -}}
+{{- end -}}
+{{- if eq .Values.mode "cel" -}}
+{{- if $on -}}
+{{- $parts := list -}}
+{{- range $on }}{{ $parts = append $parts (printf "settings.%s (%s)" . (get $file.contextKeys .)) }}{{ end -}}
+{{- fail (printf "mode: cel cannot express %s: these rules need the webhook; use mode hybrid (CEL for the core rules, the webhook for these) or standalone" (join ", " $parts)) -}}
+{{- end -}}
+{{- if ne .Values.failurePolicy "Fail" -}}
+{{- fail "failurePolicy: mode cel always fails closed (an expression that errs, or a missing parameter, refuses); set Fail, or monitor: true to warn instead of refusing" -}}
+{{- end -}}
+{{- else -}}
+{{- $loose := list -}}
+{{- range $on }}{{ if has . (list "trustRBAC" "trustPodTokens" "workloads") }}{{ $loose = append $loose (printf "settings.%s" .) }}{{ end }}{{ end -}}
+{{- if $loose -}}
+{{- fail (printf "mode: hybrid cannot use %s: the webhook would admit a supplied annotation (or an operator's copy of one) that the CEL policies refuse; use mode standalone" (join ", " $loose)) -}}
+{{- end -}}
+{{- if not (has .Values.hybrid.webhookFailurePolicy (list "Fail" "Ignore")) -}}
+{{- fail (printf "hybrid.webhookFailurePolicy: %q is not Fail or Ignore" .Values.hybrid.webhookFailurePolicy) -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.cel.mapAPIVersion (not (has .Values.cel.mapAPIVersion (list "v1" "v1beta1"))) -}}
+{{- fail (printf "cel.mapAPIVersion: %q is not v1 or v1beta1" .Values.cel.mapAPIVersion) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the validating twin is installed: validatingTwin, and in mode
+hybrid hybrid.validatingTwin (off by default: the ValidatingAdmissionPolicies
+hold the core after every mutation, which is the twin's job in standalone). */}}
+{{- define "yunikorn-userinfo.twin" -}}
+{{- if eq .Values.mode "hybrid" -}}
+{{- if .Values.hybrid.validatingTwin }}true{{ end -}}
+{{- else if .Values.validatingTwin }}true{{ end -}}
 {{- end -}}

@@ -3,7 +3,7 @@
 {{/* Whether serve reads its own webhook configurations
 (--watch-registration): with the alerts, in standalone mode. */}}
 {{- define "yunikorn-userinfo.watchRegistration" -}}
-{{- if and (eq .Values.mode "standalone") .Values.monitoring.rules.enabled }}true{{ end -}}
+{{- if and (include "yunikorn-userinfo.webhook" .) .Values.monitoring.rules.enabled }}true{{ end -}}
 {{- end -}}
 
 {{/* The webhook configurations of the release serve answers for, as
@@ -11,7 +11,7 @@
 {{- define "yunikorn-userinfo.registrations" -}}
 {{- $fullname := include "yunikorn-userinfo.fullname" . -}}
 mutating/{{ $fullname }}
-{{- if .Values.validatingTwin }},validating/{{ $fullname }}-validate{{ end -}}
+{{- if include "yunikorn-userinfo.twin" . }},validating/{{ $fullname }}-validate{{ end -}}
 {{- end -}}
 
 {{/* The label matchers that pick the webhook's series: its namespace and
