@@ -10,8 +10,9 @@
 --watch-registration takes them. */}}
 {{- define "yunikorn-userinfo.registrations" -}}
 {{- $fullname := include "yunikorn-userinfo.fullname" . -}}
-mutating/{{ $fullname }}
-{{- if .Values.validatingTwin }},validating/{{ $fullname }}-validate{{ end -}}
+{{- if not .Values.watchOnly }}mutating/{{ $fullname }}{{ end -}}
+{{- if and .Values.validatingTwin (not .Values.watchOnly) }},{{ end -}}
+{{- if .Values.validatingTwin }}validating/{{ $fullname }}-validate{{ end -}}
 {{- end -}}
 
 {{/* The label matchers that pick the webhook's series: its namespace and
