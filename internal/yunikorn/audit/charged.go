@@ -336,10 +336,6 @@ func chargedFinding(a ChargedApp, users map[PodRef]podUser, rep *ChargedReport) 
 		return bad[i].Name < bad[j].Name
 	})
 	first := bad[0]
-	who := make([]string, 0, len(others))
-	for _, u := range slices.Sorted(maps.Keys(others)) {
-		who = append(who, fmt.Sprintf("%s: %d", u, others[u]))
-	}
 	names := make([]string, 0, min(len(bad), 5))
 	for _, r := range bad[:min(len(bad), 5)] {
 		names = append(names, r.Namespace+"/"+r.Name)
