@@ -262,11 +262,12 @@ E2E_OLD_KUBE ?= 1.33
 E2E_OLD_KUBE_RUN ?= ^(TestUserPod|TestDeployment|TestCronJobScheduledJob|TestStatefulSetPods|TestRolloutRestart|TestForgedIdentityRefused|TestFrontEndOnBehalf|TestAnnotationChangeRefused|TestAnnotationAddRefused|TestServerSideApply|TestDryRunCreate|TestImpersonation|TestPodSubresources|TestWebhookDownFailsClosed|TestChartRegistrationGate|TestHostileLaterWebhook|TestHostCapabilities|TestWatchCacheListPaths|TestYuniKornApplicationOwnership|TestChartRenderingServed)$$
 
 .PHONY: chart-render
-chart-render: ## Render the Helm chart (standalone and Kubewarden variants, default values) into build/chart with Helm's libraries, as make e2e installs it (the steady state, as helm upgrade renders it; install.yaml: a first install, with the registration gate)
+chart-render: ## Render the Helm chart (standalone and Kubewarden variants, default values) into build/chart with Helm's libraries, as make e2e installs it (the steady state, as helm upgrade renders it; install.yaml: a first install, with the registration gate; watch.yaml: the switch's watch step, watchOnly)
 	@mkdir -p $(BUILD)/chart
 	cd test/manifests && $(GO) build -o $(CURDIR)/$(BUILD)/chartrender ./cmd/chartrender
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/standalone.yaml
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values 'mode: kubewarden' -out $(BUILD)/chart/kubewarden.yaml
+	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values 'watchOnly: true' -out $(BUILD)/chart/watch.yaml
 	$(BUILD)/chartrender -upgrade -chart $(CURDIR)/charts/yunikorn-userinfo -values "$$(cat e2e/operators/values.yaml)" -out $(BUILD)/chart/operators.yaml
 	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 

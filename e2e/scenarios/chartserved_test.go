@@ -26,8 +26,8 @@ import (
 var foreignGroups = []string{"cert-manager.io", "policies.kubewarden.io", "monitoring.coreos.com"}
 
 // TestChartRenderingServed: every Kubernetes object of the chart's
-// renderings (make chart-render: standalone, Kubewarden, operators and
-// first install) is one this API server serves, with every field the
+// renderings (make chart-render: standalone, Kubewarden, operators,
+// first install and the switch's watch step) is one this API server serves, with every field the
 // chart sets. Each is created with dryRun=All, so nothing is stored, and
 // fieldValidation=Strict, so a field the version does not know is an
 // error; and the object the server would store must keep every value the
@@ -53,6 +53,7 @@ func TestChartRenderingServed(t *testing.T) {
 		{"E2E_CHART_KUBEWARDEN", "kubewarden.yaml"},
 		{"E2E_CHART_OPERATORS", "operators.yaml"},
 		{"E2E_CHART_INSTALL", "install.yaml"},
+		{"E2E_CHART_WATCH", "watch.yaml"},
 	} {
 		rendering, err := cluster.ReadRendering(chartRendering(e2e.repo, variant.env, variant.file))
 		require.NoError(t, err)

@@ -39,17 +39,15 @@ type switchRun struct {
 	label string // webhookLabel of the namespaces this webhook covers
 	name  string // the release: the configurations' names derive from it
 
-	settingsFile, overlay, reader string
-	wh                            *cluster.Webhook
+	settingsFile, reader string
+	wh                   *cluster.Webhook
 }
 
 // startSwitch starts YuniKorn's admission controller with configs, as the
 // cluster runs it before the switch.
 func startSwitch(t *testing.T, label string, configs map[string]string) *switchRun {
 	t.Helper()
-	overlay, err := deploymentFlagOfShipped()
-	require.NoError(t, err)
-	return &switchRun{t: t, yk: startYKAdmission(t, configs), label: label, name: "yunikorn-userinfo-e2e-" + label, overlay: overlay}
+	return &switchRun{t: t, yk: startYKAdmission(t, configs), label: label, name: "yunikorn-userinfo-e2e-" + label}
 }
 
 // convert is step 1: migrate --kubeconfig -n YUNIKORN_NAMESPACE
@@ -67,21 +65,33 @@ func (s *switchRun) convert() map[string]any {
 	return settings
 }
 
-// watch is step 3: the chart with watchOnly=true. serve runs with
-// --monitor (and the chart's --validate-overlay), and only the validating
+// watch is step 3: the chart with watchOnly=true (make chart-render's
+// watch.yaml). It renders no mutating configuration; serve runs with the
+// rendered --monitor and --validate-overlay, and the rendered validating
 // twin is registered; YuniKorn's controller keeps enforcing.
 func (s *switchRun) watch() {
 	t := s.t
 	ctx := t.Context()
+	rendering, err := cluster.ReadRendering(chartRendering(e2e.repo, "E2E_CHART_WATCH", "watch.yaml"))
+	require.NoError(t, err)
+	require.Empty(t, rendering.All("MutatingWebhookConfiguration"), "watchOnly renders no mutating configuration")
+	vwcManifest, err := rendering.One("ValidatingWebhookConfiguration")
+	require.NoError(t, err)
+	deployment, err := rendering.One("Deployment")
+	require.NoError(t, err)
+	var d appsv1.Deployment
+	require.NoError(t, yaml.Unmarshal(deployment, &d))
+	require.Contains(t, d.Spec.Template.Spec.Containers[0].Args, "--monitor", "watchOnly runs serve in monitor mode")
+	overlay, err := deploymentFlag(deployment, "validate-overlay")
+	require.NoError(t, err)
 	s.reader = schedulingReader(t, s.yk.ns)
-	var err error
 	s.wh, err = e2e.cluster.StartWebhook(ctx, cluster.WebhookOptions{
 		Name: "serve-" + s.label + "-" + rand.String(4), Binary: e2e.serveBinary, SettingsFile: s.settingsFile,
-		ExtraArgs: []string{"--monitor", "--validate-overlay", s.overlay, "--kubeconfig", s.reader},
+		ExtraArgs: []string{"--monitor", "--validate-overlay", overlay, "--kubeconfig", s.reader},
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { assert.NoError(t, s.wh.Stop()) })
-	vwc, err := cluster.AdaptValidatingWebhookConfiguration(e2e.vwcManifest, s.name+"-validate", s.wh.BaseURL,
+	vwc, err := cluster.AdaptValidatingWebhookConfiguration(vwcManifest, s.name+"-validate", s.wh.BaseURL,
 		e2e.cluster.PKI.CAPEM, map[string]string{webhookLabel: s.label})
 	require.NoError(t, err)
 	adm := client(admin).AdmissionregistrationV1()
@@ -94,9 +104,10 @@ func (s *switchRun) watch() {
 	require.True(t, apierrors.IsNotFound(err), "watch only: no mutating configuration of this webhook (%v)", err)
 }
 
-// enforce is step 4: helm upgrade --set watchOnly=false --wait. serve
-// restarts without --monitor (the rollout) and the mutating configuration
-// is registered, under a name that sorts after YuniKorn's.
+// enforce is step 4: helm upgrade --set watchOnly=false --wait (the
+// suite's standalone rendering). serve restarts without --monitor (the
+// rollout) and the rendered mutating configuration is registered, under a
+// name that sorts after YuniKorn's.
 func (s *switchRun) enforce(nss ...string) {
 	t := s.t
 	ctx := t.Context()
