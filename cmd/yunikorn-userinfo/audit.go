@@ -38,6 +38,7 @@ type auditFlags struct {
 	timeout       time.Duration
 	settingsPath  string
 	settingsJSON  string
+	yunikornURL   string
 }
 
 func newAuditCommand(a *app) *cobra.Command {
@@ -65,6 +66,11 @@ YuniKorn schedules (spec.schedulerName --scheduler-name) and report:
                             would place its application in, under the current
                             queues.yaml (--queue-check, from the ConfigMaps of
                             --yunikorn-namespace)
+  charged-user-mismatch     with --yunikorn URL: an application that YuniKorn's
+                            REST API says is charged to another user than its
+                            Pods' user.info names, or to nobody because a Pod
+                            records no one (one finding per application, on
+                            its first such Pod, saying why and what to do)
 
 With the policy's settings (-s FILE or --settings-json, as run and serve
 take them, checked by the embedded policy's validate_settings), the custom
@@ -120,6 +126,7 @@ cluster serves the API and names the missing CRD if not. The exit code is
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Minute, "the deadline of the whole audit")
 	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "the policy's settings file, YAML or JSON: its workloads' custom kinds are audited too")
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "the policy's settings as a JSON object: its workloads' custom kinds are audited too")
+	fs.StringVar(&f.yunikornURL, "yunikorn", "", "the base URL of YuniKorn's REST API (http://yunikorn-service.yunikorn.svc:9080, or a kubectl port-forward): report the applications charged to another user than their Pods' user.info names")
 	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
 	return cmd
 }
@@ -135,6 +142,11 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 		return errors.New("nothing to audit: give --kubeconfig")
 	case f.pageSize <= 0:
 		return fmt.Errorf("invalid --page-size %d: want a positive number", f.pageSize)
+	}
+	if f.yunikornURL != "" {
+		if _, err := audit.CheckRESTURL(f.yunikornURL); err != nil {
+			return fmt.Errorf("invalid --yunikorn: %w", err)
+		}
 	}
 	logger, err := a.logger()
 	if err != nil {
@@ -187,6 +199,19 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	rep, err := audit.Run(ctx, cs, opts)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
+	}
+	if f.yunikornURL != "" {
+		charged, err := audit.Charged(ctx, cs, audit.ChargedOptions{
+			URL: f.yunikornURL, Namespace: f.namespace, PageSize: f.pageSize, Logger: logger,
+		})
+		if err != nil {
+			return fmt.Errorf("audit --yunikorn: %w", err)
+		}
+		rep.Findings = append(rep.Findings, charged.Findings...)
+		if !f.quiet {
+			fmt.Fprintf(a.stderr, "audit: YuniKorn at %s: %d applications, %d of their Pods compared, %d charged to another user\n",
+				f.yunikornURL, charged.Applications, charged.Pods, len(charged.Findings))
+		}
 	}
 	if !f.quiet {
 		fmt.Fprintf(a.stderr, "audit: done in %.1fs: %d findings\n", time.Since(began).Seconds(), len(rep.Findings))

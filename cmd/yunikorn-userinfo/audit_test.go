@@ -24,6 +24,7 @@ func TestAudit_argumentErrors(t *testing.T) {
 		{[]string{"audit", "--kubeconfig", "k", "-o", "yaml"}, `invalid --output "yaml": want table, json, openreports or policyreport`},
 		{[]string{"audit", "--kubeconfig", "k", "--apply"}, "--apply writes reports: give it with -o openreports or -o policyreport"},
 		{[]string{"audit", "--kubeconfig", "k", "--page-size", "0"}, "invalid --page-size 0: want a positive number"},
+		{[]string{"audit", "--kubeconfig", "k", "--yunikorn", "yunikorn-service:9080"}, `invalid --yunikorn: YuniKorn's REST API URL "yunikorn-service:9080": want http:// or https:// and a host`},
 		{[]string{"audit", "extra"}, `unknown command "extra" for "yunikorn-userinfo audit"`},
 	} {
 		res := runCLIWith(t, nil, "", tc.args...)

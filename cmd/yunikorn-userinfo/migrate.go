@@ -30,6 +30,7 @@ type migrateFlags struct {
 	output      string
 	queueCheck  string
 	appOwner    string
+	uniqueIDs   bool
 	explicit    bool
 	scheduling  bool
 	validate    bool
@@ -81,6 +82,7 @@ application already holds Pods without user.info are named). See docs/MIGRATING.
 	fs.StringVarP(&f.namespace, "namespace", "n", "yunikorn", "YuniKorn's namespace: where --kubeconfig reads the ConfigMaps, and queueCheck.namespace when FILEs name none")
 	fs.StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
 	fs.StringVar(&f.queueCheck, "queue-check", "", "add queueCheck with this mode (enforce, warn, off), YuniKorn's namespace and service.policyGroup")
+	fs.BoolVar(&f.uniqueIDs, "unique-app-ids", false, "write generateUniqueAppIds: true (scheduling, applicationOwnership) whatever admissionController.filtering.generateUniqueAppId says: each Pod without an application ID gets one of its own, charged to its own user")
 	fs.StringVar(&f.appOwner, "application-ownership", "", "add applicationOwnership with this mode (enforce, warn, off) and admissionController.filtering.generateUniqueAppId")
 	fs.BoolVar(&f.explicit, "explicit", false, "write every access control setting (and every key of scheduling), with YuniKorn's default where the ConfigMaps set none (YuniKorn's systemUsers default differs from the policy's)")
 	fs.BoolVar(&f.scheduling, "scheduling", true, "write the scheduling setting from admissionController.filtering (the policy then sets schedulerName, application IDs and allow-preemption as YuniKorn's admission controller does); false: keep YuniKorn's admission controller for those")
@@ -110,7 +112,7 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 	if err != nil {
 		return err
 	}
-	opts := ykconfig.Options{QueueCheck: f.queueCheck, ApplicationOwnership: f.appOwner, Explicit: f.explicit, NoScheduling: !f.scheduling}
+	opts := ykconfig.Options{QueueCheck: f.queueCheck, ApplicationOwnership: f.appOwner, Explicit: f.explicit, NoScheduling: !f.scheduling, UniqueAppIDs: f.uniqueIDs}
 	if f.kubeconfig != "" || cmd.Flags().Changed("namespace") {
 		opts.Namespace = f.namespace
 	}

@@ -269,9 +269,20 @@ func TestMigrate_autogen(t *testing.T) {
 	assert.Contains(t, res.stderr, line+"not set (YuniKorn's default false): every Pod without an application ID in a namespace "+
 		"joins one application, yunikorn-NAMESPACE-autogen, which YuniKorn charges to the user of whichever Pod created it first "+
 		"(\"nobody\" when")
-	assert.Contains(t, res.stderr, "set admissionController.filtering.generateUniqueAppId \"true\" (and scheduling.generateUniqueAppIds: "+
-		"true in these settings)")
+	assert.Contains(t, res.stderr, "What follows: this webhook records each submitter, yet YuniKorn keeps charging their Pods to "+
+		"that application's user (per-user queues, limits and ACLs see no change), and with applicationOwnership on, every other "+
+		"user of the namespace is refused. To do: set admissionController.filtering.generateUniqueAppId \"true\" (and "+
+		"scheduling.generateUniqueAppIds: true in these settings: --unique-app-ids)")
 	assert.Contains(t, res.stderr, "or give the workloads application IDs")
+	assert.Contains(t, res.stderr, "audit --yunikorn URL")
+	assert.NotContains(t, res.stdout, "generateUniqueAppIds: true")
+	// --unique-app-ids writes unique IDs, and says that YuniKorn's key
+	// must follow in the hand-over.
+	res = runCLIWith(t, cache, "", "migrate", filepath.Join(ykExamples, "frontends.yaml"), "--unique-app-ids", "--application-ownership", "warn")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	assert.Equal(t, 2, strings.Count(res.stdout, "generateUniqueAppIds: true # from --unique-app-ids\n"), "scheduling and applicationOwnership: %s", res.stdout)
+	assert.Contains(t, res.stderr, "The output sets scheduling.generateUniqueAppIds: true (--unique-app-ids); set "+
+		"admissionController.filtering.generateUniqueAppId \"true\" in yunikorn-configs in the same patch that hands user.info over")
 	res = runCLIWith(t, cache, "", "migrate", filepath.Join(ykExamples, "frontends.yaml"), "--scheduling=false")
 	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
 	assert.Contains(t, res.stderr, "applicationOwnership.generateUniqueAppIds (with --application-ownership): true in these settings")

@@ -27,9 +27,9 @@ var foreignGroups = []string{"cert-manager.io", "policies.kubewarden.io", "monit
 
 // TestChartRenderingServed: every Kubernetes object of the chart's
 // renderings (make chart-render: standalone, Kubewarden, operators, first
-// install, and from Kubernetes 1.36 cel and hybrid) is one this API server
-// serves, with every field the chart sets. Each is created with
-// dryRun=All, so nothing is stored, and
+// install, the switch's watch step, and from Kubernetes 1.36 cel and
+// hybrid) is one this API server serves, with every field the chart sets.
+// Each is created with dryRun=All, so nothing is stored, and
 // fieldValidation=Strict, so a field the version does not know is an
 // error; and the object the server would store must keep every value the
 // rendering set, since a field whose feature gate is off is dropped
@@ -54,6 +54,7 @@ func TestChartRenderingServed(t *testing.T) {
 		{"E2E_CHART_KUBEWARDEN", "kubewarden.yaml"},
 		{"E2E_CHART_OPERATORS", "operators.yaml"},
 		{"E2E_CHART_INSTALL", "install.yaml"},
+		{"E2E_CHART_WATCH", "watch.yaml"},
 	}
 	// Modes cel and hybrid render admissionregistration.k8s.io/v1
 	// MutatingAdmissionPolicies, served from 1.36.

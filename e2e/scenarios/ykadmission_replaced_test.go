@@ -29,8 +29,11 @@ import (
 // from YuniKorn's admission controller in TestYuniKornAdmissionReplaced.
 const webhookReplaced = "ykac-replaced"
 
-// TestYuniKornAdmissionReplaced walks README "Switching, step by step"
-// against YuniKorn's real admission controller and scheduler: a namespace
+// TestYuniKornAdmissionReplaced replaces YuniKorn's real admission
+// controller, with its scheduler, in an older order than
+// docs/MIGRATING.md's (TestSwitchNoUnguardedMoment runs that one): the
+// hand-over before this webhook enforces, which shows monitor mode
+// admitting a forged value, and the scheduling jobs taken over: a namespace
 // it processes and one it bypasses, its configuration in yunikorn-configs
 // with YuniKorn's string values (access control and filtering);
 //

@@ -34,7 +34,8 @@ const (
 // in a queue of their own (user). Only members of the test users' groups may submit
 // under root (so dave, a contractor, may not; names with ':' or '.' never
 // match a YuniKorn ACL, hence groups rather than system:authenticated);
-// root.analytics admits analysts, and ops administer it. alice has a
+// root.analytics admits analysts, and ops administer it; root.shared also
+// admits the user nobody. alice has a
 // per-user limit, which makes YuniKorn report her usage against it.
 const queuesYAML = `partitions:
   - name: default
@@ -64,6 +65,10 @@ const queuesYAML = `partitions:
             maxresources: {pods: 100}
         queues:
           - name: shared
+            # nobody: Pods that record no user (made before anything
+            # recorded user.info) may run here, as on a cluster whose
+            # default queue admits everyone (TestSwitchChargedUser).
+            submitacl: "nobody"
           - name: analytics
             submitacl: " analysts"
             adminacl: " ops"

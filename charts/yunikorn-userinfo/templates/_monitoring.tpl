@@ -10,8 +10,9 @@
 --watch-registration takes them. */}}
 {{- define "yunikorn-userinfo.registrations" -}}
 {{- $fullname := include "yunikorn-userinfo.fullname" . -}}
-mutating/{{ $fullname }}
-{{- if include "yunikorn-userinfo.twin" . }},validating/{{ $fullname }}-validate{{ end -}}
+{{- if not .Values.watchOnly }}mutating/{{ $fullname }}{{ end -}}
+{{- if and (include "yunikorn-userinfo.twin" .) (not .Values.watchOnly) }},{{ end -}}
+{{- if include "yunikorn-userinfo.twin" . }}validating/{{ $fullname }}-validate{{ end -}}
 {{- end -}}
 
 {{/* The label matchers that pick the webhook's series: its namespace and

@@ -116,8 +116,11 @@ type Finding struct {
 	// User is the user the object's user.info names, if it names one.
 	User string `json:"user,omitempty"`
 	// AppID is the YuniKorn application of a Pod.
-	AppID   string `json:"applicationId,omitempty"`
-	Message string `json:"message"`
+	AppID string `json:"applicationId,omitempty"`
+	// ChargedUser is the user YuniKorn charges the application to
+	// (RuleChargedUser only).
+	ChargedUser string `json:"chargedUser,omitempty"`
+	Message     string `json:"message"`
 }
 
 // Report is what a scan found.

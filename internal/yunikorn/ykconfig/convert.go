@@ -3,6 +3,7 @@ package ykconfig
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -101,6 +102,11 @@ type Options struct {
 	// admissionController.filtering keys, since the policy replaces the
 	// admission controller.
 	NoScheduling bool
+	// UniqueAppIDs writes generateUniqueAppIds: true (in scheduling, and
+	// in applicationOwnership when it is written) whatever the ConfigMaps
+	// say: each Pod without an application ID then gets an application of
+	// its own, charged to its own user. Default: YuniKorn's value.
+	UniqueAppIDs bool
 }
 
 // Result is a conversion: the settings in the policy's order, and the
@@ -347,6 +353,7 @@ func (c *converter) appOwnership() {
 			unique = v
 		}
 	}
+	unique = unique || c.opts.UniqueAppIDs
 	if c.opts.ApplicationOwnership == "" {
 		if ok && c.opts.NoScheduling {
 			c.note(KeyGenerateUniqueAppID, NotMapped, "%q: YuniKorn's admission controller generates the application IDs of "+
@@ -359,9 +366,13 @@ func (c *converter) appOwnership() {
 		c.note(KeyGenerateUniqueAppID, Mapped, "%q -> applicationOwnership.generateUniqueAppIds: %t; YuniKorn's admission "+
 			"controller still generates the IDs (keep it for that)", e.value, unique)
 	}
+	from := KeyGenerateUniqueAppID
+	if c.opts.UniqueAppIDs {
+		from = "--unique-app-ids"
+	}
 	c.set("applicationOwnership", []Setting{
 		{Key: "mode", Value: c.opts.ApplicationOwnership, From: "--application-ownership"},
-		{Key: "generateUniqueAppIds", Value: unique, From: KeyGenerateUniqueAppID},
+		{Key: "generateUniqueAppIds", Value: unique, From: from},
 	}, "--application-ownership")
 }
 
@@ -382,6 +393,10 @@ func (c *converter) scheduling() {
 	c.list(KeyLabelNamespaces, "scheduling.labelNamespaces", "")
 	c.list(KeyNoLabelNamespaces, "scheduling.noLabelNamespaces", "")
 	c.boolean(KeyGenerateUniqueAppID, "scheduling.generateUniqueAppIds", false)
+	if c.opts.UniqueAppIDs {
+		c.res.Settings = slices.DeleteFunc(c.res.Settings, func(s Setting) bool { return s.Key == "scheduling.generateUniqueAppIds" })
+		c.set("scheduling.generateUniqueAppIds", true, "--unique-app-ids")
+	}
 	obj := c.res.Settings
 	for i := range obj {
 		obj[i].Key = strings.TrimPrefix(obj[i].Key, "scheduling.")
@@ -418,12 +433,23 @@ func (c *converter) autogen() {
 	if c.opts.NoScheduling {
 		setting = "applicationOwnership.generateUniqueAppIds (with --application-ownership)"
 	}
-	c.note(KeyGenerateUniqueAppID, Warning, "%s: every Pod without an application ID in a namespace joins one application, "+
+	why := fmt.Sprintf("%s: every Pod without an application ID in a namespace joins one application, "+
 		"yunikorn-NAMESPACE-autogen, which YuniKorn charges to the user of whichever Pod created it first (\"nobody\" when that "+
 		"Pod had no user.info, e.g. created before anything recorded one), so the namespace's other users' Pods are placed, "+
-		"checked and counted as that user's; set %s \"true\" (and %s: true in these settings) so that each such Pod is an "+
-		"application of its own, or give the workloads application IDs (label applicationId or yunikorn.apache.org/app-id)",
-		value, KeyGenerateUniqueAppID, setting)
+		"checked and counted as that user's. What follows: this webhook records each submitter, yet YuniKorn keeps "+
+		"charging their Pods to that application's user (per-user queues, limits and ACLs see no change), and with "+
+		"applicationOwnership on, every other user of the namespace is refused. ", value)
+	if c.opts.UniqueAppIDs {
+		c.note(KeyGenerateUniqueAppID, Warning, "%sThe output sets %s: true (--unique-app-ids); set %s \"true\" in "+
+			"yunikorn-configs in the same patch that hands user.info over, or YuniKorn's admission controller, while it runs, "+
+			"labels Pods with the shared ID first. Afterwards audit --yunikorn URL lists the applications still charged to "+
+			"another user (the old shared ones stay until their Pods are recreated)", why, setting, KeyGenerateUniqueAppID)
+		return
+	}
+	c.note(KeyGenerateUniqueAppID, Warning, "%sTo do: set %s \"true\" (and %s: true in these settings: --unique-app-ids) "+
+		"so that each such Pod is an application of its own, or give the workloads application IDs (label applicationId or "+
+		"yunikorn.apache.org/app-id); afterwards audit --yunikorn URL lists the applications charged to another user than "+
+		"their Pods record", why, KeyGenerateUniqueAppID, setting)
 }
 
 // Why the policy has nothing for the other keys of YuniKorn's admission
