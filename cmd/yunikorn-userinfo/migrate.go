@@ -69,7 +69,11 @@ controller's); warning (carried over as YuniKorn runs it, with a consequence
 to act on: generateUniqueAppId false makes the Pods without an application
 ID of a namespace one application, yunikorn-NAMESPACE-autogen, owned by the
 user of its first Pod; with --kubeconfig the namespaces whose generated
-application already holds Pods without user.info are named). See docs/MIGRATING.md.`,
+application already holds Pods without user.info are named); handed over
+(bypassAuth "true", how YuniKorn's admission controller stands aside after
+the hand-over to this policy, or a YuniKorn that checks nothing: never
+carried over, the output says bypassAuth: false, so migrate run after the
+hand-over prints the settings that enforce). See docs/MIGRATING.md.`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runMigrate(cmd, args, f)
