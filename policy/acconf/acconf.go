@@ -190,8 +190,8 @@ func (m *Mapper) Bool(key, setting string, def bool) Field {
 	if !ok {
 		f.Invalid = true
 		m.note(key, Invalid, strconv.Quote(e.Value)+" is not a boolean to YuniKorn 1.9 (strconv.ParseBool: 1, t, T, TRUE, true, True, 0, f, F, "+
-			"FALSE, false, False): it logs an error and runs with its default "+strconv.FormatBool(def)+", which the output carries as "+
-			setting+": "+strconv.FormatBool(def))
+			"FALSE, false, False): it logs an error and runs with its default "+strconv.FormatBool(def)+", which migrate writes as "+
+			setting+": "+strconv.FormatBool(def)+" (followYuniKornConfig keeps the value last read instead)")
 		return f
 	}
 	f.Bool = v
@@ -212,7 +212,8 @@ func (m *Mapper) List(key, setting, def string) Field {
 	if err != "" {
 		f.Invalid = true
 		m.note(key, Invalid, "YuniKorn 1.9 cannot compile "+err+": it logs an error and runs with its default "+QuoteList(d.Patterns)+
-			", which the output carries as "+setting+". Fix the value: this policy refuses a pattern that does not compile")
+			", which migrate writes as "+setting+" (followYuniKornConfig keeps the value last read instead). Fix the value: "+
+			"this policy refuses a pattern that does not compile")
 		return f
 	}
 	f.Patterns = p.Patterns
