@@ -90,6 +90,12 @@ type Options struct {
 	// admissionController.filtering keys, since the policy replaces the
 	// admission controller.
 	NoScheduling bool
+	// Follow, when set, is the namespace the policy follows YuniKorn's
+	// ConfigMaps in (followYuniKornConfig): the access control and
+	// filtering keys are mapped and reported as they will be followed,
+	// but not copied into the settings; followYuniKornConfig is written
+	// instead. Default: copied.
+	Follow string
 }
 
 // Result is a conversion: the settings in the policy's order, and the
@@ -120,6 +126,7 @@ func Convert(src Source, opts Options) (*Result, error) {
 	c.autogen()
 	c.notMapped()
 	c.rest()
+	c.follow()
 	return &c.res, nil
 }
 
@@ -405,4 +412,38 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// followedKeys are the settings (and keys of scheduling) that
+// followYuniKornConfig reads live, which Follow leaves out.
+var followedKeys = map[string]bool{"bypassAuth": true, "trustControllers": true, "systemUsers": true, "externalUsers": true,
+	"externalGroups": true, "processNamespaces": true, "bypassNamespaces": true, "labelNamespaces": true,
+	"noLabelNamespaces": true, "generateUniqueAppIds": true}
+
+// follow replaces the copied keys by followYuniKornConfig.
+func (c *converter) follow() {
+	if c.opts.Follow == "" {
+		return
+	}
+	keep := []Setting{{Key: "followYuniKornConfig", Value: []Setting{{Key: "namespace", Value: c.opts.Follow, From: "--follow"}}, From: "--follow"}}
+	for _, s := range c.res.Settings {
+		if followedKeys[s.Key] {
+			continue
+		}
+		if obj, ok := s.Value.([]Setting); ok && s.Key != "queueCheck" {
+			var rest []Setting
+			for _, o := range obj {
+				if !followedKeys[o.Key] {
+					rest = append(rest, o)
+				}
+			}
+			s.Value = rest
+		}
+		keep = append(keep, s)
+	}
+	c.res.Settings = keep
+	c.note("followYuniKornConfig", Mapped, "%q: the access control keys above (and admissionController.filtering, into "+
+		"scheduling and applicationOwnership) are read live from %s and %s in that namespace and mapped as this report says, "+
+		"not copied: edit the ConfigMap, not these settings; an edit applies at the next request (docs/BEHAVIOUR.md §3.11)",
+		c.opts.Follow, DefaultsConfigMapName, ConfigMapName)
 }
