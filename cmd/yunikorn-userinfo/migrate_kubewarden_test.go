@@ -173,4 +173,3 @@ func TestMigrate_kubewardenErrors(t *testing.T) {
 		assert.Equal(t, "Error: "+tc.want+"\n", res.stderr, "%v", tc.args)
 	}
 }
-
