@@ -83,7 +83,9 @@ application already holds Pods without user.info are named); handed over
 (bypassAuth "true", how YuniKorn's admission controller stands aside after
 the hand-over to this policy, or a YuniKorn that checks nothing: never
 carried over, the output says bypassAuth: false, so migrate run after the
-hand-over prints the settings that enforce). See docs/MIGRATING.md.`,
+hand-over prints the settings that enforce; with --kubeconfig it also names
+the registration of this policy YuniKorn's admission controller stands aside
+for, or says that none is). See docs/MIGRATING.md.`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runMigrate(cmd, args, f)
@@ -155,6 +157,9 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 	}
 	if res.SharedAutogen && cs != nil {
 		a.reportAutogen(ctx, cs, f.timeout)
+	}
+	if cs != nil && handedOver(res) {
+		a.reportHandOver(ctx, cs, f.timeout)
 	}
 	if f.validate {
 		if err := a.checkMigrated(ctx, out); err != nil {

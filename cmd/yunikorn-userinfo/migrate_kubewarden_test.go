@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,4 +175,49 @@ func TestMigrate_kubewardenErrors(t *testing.T) {
 		assert.Empty(t, res.stdout)
 		assert.Equal(t, "Error: "+tc.want+"\n", res.stderr, "%v", tc.args)
 	}
+}
+
+// TestMigrate_handOver: run after the hand-over (bypassAuth "true" in
+// yunikorn-configs), migrate prints the enforcing settings, never
+// bypassAuth: true, and with --kubeconfig names the registration of this
+// policy that YuniKorn's admission controller stands aside for, or says
+// that none is registered.
+func TestMigrate_handOver(t *testing.T) {
+	cache := compilationCache(t)
+	webhooks := ""
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/api/v1/namespaces/yunikorn/configmaps/yunikorn-configs":
+			fmt.Fprint(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"yunikorn-configs","namespace":"yunikorn"},`+
+				`"data":{"admissionController.accessControl.bypassAuth":"true","admissionController.accessControl.externalUsers":"^livy$",`+
+				`"admissionController.filtering.generateUniqueAppId":"true"}}`)
+		case "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations":
+			fmt.Fprint(w, `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"MutatingWebhookConfigurationList","metadata":{},"items":[`+webhooks+`]}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"apiVersion":"v1","kind":"Status","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	defer srv.Close()
+	kubeconfig := writeFile(t, "kubeconfig", "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \""+srv.URL+"\"}\n"+
+		"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n")
+
+	res := runCLIWith(t, cache, "", "migrate", "--kubeconfig", kubeconfig, "-o", "json", "--scheduling=false")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.JSONEq(t, `{"bypassAuth":false,"externalUsers":["^livy$"]}`, res.stdout, "the enforcing settings, not bypassAuth: true")
+	assert.Contains(t, res.stderr, `admissionController.accessControl.bypassAuth: handed over: "true": `)
+	assert.Contains(t, res.stderr, "migrate: hand-over: bypassAuth is \"true\" and no webhook configuration of this policy is registered: "+
+		"nothing checks user.info on this cluster now.")
+
+	webhooks = `{"metadata":{"name":"yunikorn-admission-controller-mutations"},"webhooks":[{"name":"admission-webhook.yunikorn.mutate-pods"}]},` +
+		`{"metadata":{"name":"yunikorn-userinfo"},"webhooks":[{"name":"workloads.user-info.yunikorn.apache.org"}]}`
+	res = runCLIWith(t, cache, "", "migrate", "--kubeconfig", kubeconfig, "-o", "json", "--scheduling=false")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "migrate: hand-over: YuniKorn's admission controller stands aside (bypassAuth \"true\") for this "+
+		"policy's yunikorn-userinfo: these settings are what it must enforce, not bypassAuth\n")
+
+	res = runCLIWith(t, cache, "", "migrate", "--kubeconfig", kubeconfig, "--follow", "-o", "json", "--scheduling=false")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.JSONEq(t, `{"followYuniKornConfig":{"namespace":"yunikorn"}}`, res.stdout, "followed: nothing copied, bypassAuth \"true\" not followed")
 }
