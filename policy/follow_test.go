@@ -240,3 +240,37 @@ func TestFollow_settings(t *testing.T) {
 		assert.JSONEq(t, tc.want, string(out), tc.settings)
 	}
 }
+
+// BenchmarkFollow: the cost of followYuniKornConfig on a request while the
+// ConfigMaps keep their resourceVersions (two masked reads, answered in
+// memory here), against the same settings written out.
+func BenchmarkFollow(b *testing.B) {
+	f := &fakeYuniKorn{configs: data("admissionController.accessControl.externalUsers", "^livy$"), rv: "1"}
+	prev := hostCaller
+	b.Cleanup(func() { hostCaller = prev })
+	hostCaller = func(_, _, _ string, req []byte) ([]byte, error) {
+		name := gjson.GetBytes(req, "name").String()
+		if name == "yunikorn-defaults" {
+			return nil, errString("Cannot find ConfigMap " + name)
+		}
+		meta := `{"name":"yunikorn-configs","namespace":"yk","resourceVersion":"1"}`
+		if gjson.GetBytes(req, "field_masks").Exists() {
+			return []byte(`{"metadata":` + meta + `}`), nil
+		}
+		f.full++
+		return []byte(`{"metadata":` + meta + `,"data":{"admissionController.accessControl.externalUsers":"^livy$"}}`), nil
+	}
+	for _, bc := range []struct{ name, settings string }{
+		{"written-out", `{"externalUsers":["^livy$"]}`},
+		{"followed", followYK},
+	} {
+		payload := followPayload(bc.settings, true)
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := validate(payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
