@@ -151,6 +151,7 @@ check: policy vet ## The inner loop (about 2 minutes warm on 2 cores, no root, n
 .PHONY: generate
 generate: embed ## Refresh every generated file: the embedded module, the CLI golden file, the chart's workload presets and CEL policies, the Artifact Hub golden files and artifacthub/
 	$(GO) test ./cmd/yunikorn-userinfo -run '^TestRun_fixtures$$' -update
+	$(GO) test ./cmd/yunikorn-userinfo -run '^TestMigrate_kubewardenGolden$$' -update
 	$(GO) test ./policy -run '^TestPresetsFile$$' -update
 	$(GO) test ./internal/cel -run '^(TestChartFile|TestParamsFile)$$' -update
 	$(GO) test ./internal/artifacthub -update

@@ -65,3 +65,19 @@ func logWarning(message, reason string) {
 	b = append(b, '}', '\n')
 	logSink(b)
 }
+
+// logInfo emits an info-level line that is not a decision: what changed,
+// for the operator to see (followYuniKornConfig's mapping of a new
+// version of YuniKorn's ConfigMaps).
+func logInfo(message, reason string) {
+	if logSink == nil {
+		return
+	}
+	b := lineBuffer(64 + len(message) + len(reason))
+	b = append(b, `{"level":"info","message":`...)
+	b = appendJSONString(b, message)
+	b = append(b, `,"reason":`...)
+	b = appendJSONString(b, reason)
+	b = append(b, '}', '\n')
+	logSink(b)
+}

@@ -31,7 +31,7 @@ const (
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, configValidation, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers, scheduling"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, configValidation, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers, scheduling, followYuniKornConfig"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -90,6 +90,9 @@ type Settings struct {
 	// allow-preemption, ignore-application (docs/BEHAVIOUR.md §3.10).
 	// nil: off.
 	Scheduling *schedulingSettings
+	// Follow, when set, takes the access control and filtering settings
+	// from YuniKorn's ConfigMaps, live (docs/BEHAVIOUR.md §3.11). nil: off.
+	Follow *followSettings
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -143,6 +146,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.AppOwnership = parseAppOwnership(&errs, v)
 		case keyScheduling:
 			s.Scheduling = parseScheduling(&errs, &s.Warnings, v)
+		case keyFollow:
+			s.Follow = parseFollow(&errs, v)
 		case keyRecordedGroups:
 			s.RecordedGroups = parseRecordedGroups(&errs, &s.Warnings, v)
 		case keyTrustPodTokens:
@@ -190,6 +195,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	if s.TrustPodTokens {
 		s.Warnings = append(s.Warnings, msgPodTokenBoundary)
 	}
+	followWarnings(s, seen)
 	return s, nil
 }
 

@@ -59,7 +59,15 @@ func evaluate(payload []byte) decision {
 	if !req.Exists() {
 		return rejectInput(malformed("request", "missing"))
 	}
-	return decide(req, s)
+	if s.Follow == nil {
+		return decide(req, s)
+	}
+	eff, warnings := followed(s)
+	d := decide(req, eff)
+	if len(warnings) > 0 {
+		d.warnings = append(d.warnings, warnings...)
+	}
+	return d
 }
 
 // validateSettings is the waPC "validate_settings" operation: the raw

@@ -35,6 +35,7 @@ type migrateFlags struct {
 	scheduling  bool
 	validate    bool
 	timeout     time.Duration
+	kw          kubewardenFlags
 }
 
 func newMigrateCommand(a *app) *cobra.Command {
@@ -46,6 +47,15 @@ func newMigrateCommand(a *app) *cobra.Command {
 admissionController.* keys of the yunikorn-configs ConfigMap (over
 yunikorn-defaults, as YuniKorn merges them), and print the policy settings
 that carry it over, for run -s and serve -s.
+
+With --follow, the settings name followYuniKornConfig instead of copies of
+the access control and filtering keys: the policy reads them live, mapped
+as the report says. With --kubewarden, migrate prints the two
+ClusterAdmissionPolicies instead of the settings: the mutating policy in
+mode protect and its validating twin (validateOnly) in --twin-mode,
+monitor by default, both with the migrated settings and the embedded
+module's rules and OCI reference (docs/KUBEWARDEN.md, "Monitor mode under
+Kubewarden").
 
 The ConfigMaps come from FILEs (YAML or JSON: a ConfigMap, several YAML
 documents, or a List; - reads stdin; a ConfigMap is recognised by its name,
@@ -70,7 +80,13 @@ controller's); warning (carried over as YuniKorn runs it, with a consequence
 to act on: generateUniqueAppId false makes the Pods without an application
 ID of a namespace one application, yunikorn-NAMESPACE-autogen, owned by the
 user of its first Pod; with --kubeconfig the namespaces whose generated
-application already holds Pods without user.info are named). See docs/MIGRATING.md.`,
+application already holds Pods without user.info are named); handed over
+(bypassAuth "true", how YuniKorn's admission controller stands aside after
+the hand-over to this policy, or a YuniKorn that checks nothing: never
+carried over, the output says bypassAuth: false, so migrate run after the
+hand-over prints the settings that enforce; with --kubeconfig it also names
+the registration of this policy YuniKorn's admission controller stands aside
+for, or says that none is). See docs/MIGRATING.md.`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.runMigrate(cmd, args, f)
@@ -88,6 +104,7 @@ application already holds Pods without user.info are named). See docs/MIGRATING.
 	fs.BoolVar(&f.scheduling, "scheduling", true, "write the scheduling setting from admissionController.filtering (the policy then sets schedulerName, application IDs and allow-preemption as YuniKorn's admission controller does); false: keep YuniKorn's admission controller for those")
 	fs.BoolVar(&f.validate, "validate", true, "check the output with the embedded policy's validate_settings")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "with --kubeconfig: the deadline of reading the ConfigMaps")
+	addMigrateKubewardenFlags(fs, &f.kw)
 	return cmd
 }
 
@@ -95,6 +112,9 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 	ctx := cmd.Context()
 	if f.output != "yaml" && f.output != "json" {
 		return fmt.Errorf("invalid --output %q: want yaml or json", f.output)
+	}
+	if err := f.kw.check(f.output, cmd.Flags().Changed); err != nil {
+		return err
 	}
 	var src ykconfig.Source
 	var cs kubernetes.Interface
@@ -115,6 +135,9 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 	opts := ykconfig.Options{QueueCheck: f.queueCheck, ApplicationOwnership: f.appOwner, Explicit: f.explicit, NoScheduling: !f.scheduling, UniqueAppIDs: f.uniqueIDs}
 	if f.kubeconfig != "" || cmd.Flags().Changed("namespace") {
 		opts.Namespace = f.namespace
+	}
+	if f.kw.follow {
+		opts.Follow = followNamespace(src, f, cmd.Flags().Changed("namespace"))
 	}
 	res, err := ykconfig.Convert(src, opts)
 	if err != nil {
@@ -137,8 +160,16 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 	if res.SharedAutogen && cs != nil {
 		a.reportAutogen(ctx, cs, f.timeout)
 	}
+	if cs != nil && handedOver(res) {
+		a.reportHandOver(ctx, cs, f.timeout)
+	}
 	if f.validate {
 		if err := a.checkMigrated(ctx, out); err != nil {
+			return err
+		}
+	}
+	if f.kw.kubewarden {
+		if out, err = a.writeKubewarden(res, src.Describe(), &f.kw); err != nil {
 			return err
 		}
 	}

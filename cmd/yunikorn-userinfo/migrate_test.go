@@ -167,8 +167,12 @@ func TestMigrate_behaviour(t *testing.T) {
 		assert.True(t, evaluate(t, mistakes, podRequest("bo", []string{"data-eng"}, carol)).Allowed)
 	})
 	open := migrated(t, "open.yaml")
-	t.Run("bypassAuth", func(t *testing.T) {
-		assert.True(t, evaluate(t, open, podRequest("anyone", nil, carol)).Allowed)
+	// bypassAuth "true" is YuniKorn's admission controller standing
+	// aside (the hand-over): not carried over, so a forged value is
+	// refused and a missing one recorded.
+	t.Run("bypassAuth not carried over", func(t *testing.T) {
+		assert.False(t, evaluate(t, open, podRequest("anyone", nil, carol)).Allowed)
+		assert.True(t, evaluate(t, open, podRequest("anyone", nil, nil)).Allowed)
 	})
 }
 

@@ -54,6 +54,7 @@ var contextKeys = map[string]string{
 	"trustPodTokens":       "reads the Pod a token is bound to",
 	"applicationOwnership": "reads the Pods of YuniKorn applications",
 	"scheduling":           "reads YuniKorn's configuration and namespaces",
+	"followYuniKornConfig": "reads the access control from YuniKorn's ConfigMaps, live",
 }
 
 // ErrNeedsWebhook lists settings the in-apiserver mode cannot express.
@@ -151,7 +152,7 @@ func on(key string, v json.RawMessage) bool {
 	case []any:
 		return len(t) > 0
 	case map[string]any:
-		if key == "trustRBAC" || key == "scheduling" {
+		if key == "trustRBAC" || key == "scheduling" || key == "followYuniKornConfig" {
 			return true
 		}
 		mode, ok := t["mode"].(string)

@@ -6,12 +6,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 )
 
 // TestChart_monitor: the value monitor passes --monitor to serve in
 // standalone mode, once, and only when set; in Kubewarden mode it sets
-// both ClusterAdmissionPolicies' mode to monitor, over
-// kubewarden.policyMode, which still applies when it is off.
+// the validating twin's mode to monitor while the mutating policy keeps
+// kubewarden.policyMode, and refuses to render without the twin.
 func TestChart_monitor(t *testing.T) {
 	t.Parallel()
 	args := func(values string) []string {
@@ -36,8 +37,14 @@ func TestChart_monitor(t *testing.T) {
 		return out
 	}
 	assert.Equal(t, []string{"protect", "protect"}, modes("mode: kubewarden"))
-	assert.Equal(t, []string{"monitor", "monitor"}, modes("mode: kubewarden\nmonitor: true"))
-	assert.Equal(t, []string{"monitor", "monitor"}, modes("mode: kubewarden\nmonitor: true\nkubewarden: {policyMode: protect}"))
+	// The mutating policy keeps protecting (a policy in monitor mode has
+	// its patches dropped), the validating twin watches.
+	assert.Equal(t, []string{"protect", "monitor"}, modes("mode: kubewarden\nmonitor: true"))
+	assert.Equal(t, []string{"protect", "monitor"}, modes("mode: kubewarden\nmonitor: true\nkubewarden: {policyMode: protect}"))
 	assert.Equal(t, []string{"monitor", "monitor"}, modes("mode: kubewarden\nkubewarden: {policyMode: monitor}"))
-	assert.Equal(t, []string{"monitor"}, modes("mode: kubewarden\nmonitor: true\nvalidatingTwin: false"))
+	var v map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte("mode: kubewarden\nmonitor: true\nvalidatingTwin: false"), &v))
+	_, err := render(t, v, "yunikorn-userinfo", kubewardenNS)
+	require.Error(t, err, "monitor without the twin would watch nothing")
+	assert.Contains(t, err.Error(), "monitor: true in kubewarden mode watches through the validating twin")
 }

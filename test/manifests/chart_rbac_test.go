@@ -252,3 +252,35 @@ func TestChart_scheduling(t *testing.T) {
 			{APIVersion: "v1", Kind: "Pod"}, {APIVersion: "scheduling.k8s.io/v1", Kind: "PriorityClass"}}, p.Spec.ContextAwareResources, p.Name)
 	}
 }
+
+// TestChart_follow: followYuniKornConfig may read ConfigMaps in the
+// namespace it follows (and nowhere else), under either mode; a namespace
+// queueCheck already grants gets no second Role.
+func TestChart_follow(t *testing.T) {
+	t.Parallel()
+	read := []string{"get", "list", "watch"}
+	on := renderRBAC(t, "settings: {followYuniKornConfig: {namespace: yk-system}}", webhookNamespace)
+	assert.Equal(t, true, *on.deploy.Spec.Template.Spec.AutomountServiceAccountToken, "the policy calls the API server")
+	require.Len(t, on.nsRoles, 1)
+	assert.Equal(t, "yk-system", on.nsRoles[0].Namespace)
+	assert.Equal(t, "yunikorn-userinfo-follow-config-reader", on.nsRoles[0].Name)
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: read}}, on.nsRoles[0].Rules)
+	require.Len(t, on.nsBinds, 1)
+	assert.Equal(t, on.deploy.Spec.Template.Spec.ServiceAccountName, on.nsBinds[0].Subjects[0].Name)
+
+	both := renderRBAC(t, "settings: {followYuniKornConfig: true, queueCheck: warn}", webhookNamespace)
+	require.Len(t, both.nsRoles, 1, "queueCheck's reader covers the same namespace")
+	assert.Equal(t, "yunikorn", both.nsRoles[0].Namespace)
+
+	off := renderRBAC(t, "settings: {followYuniKornConfig: false}", webhookNamespace)
+	assert.Empty(t, off.nsRoles)
+
+	kw := renderRBAC(t, "mode: kubewarden\nsettings: {followYuniKornConfig: true}", kubewardenNS)
+	require.Len(t, kw.policies, 2)
+	for _, p := range kw.policies {
+		assert.Equal(t, []policiesv1.ContextAwareResource{{APIVersion: "v1", Kind: "ConfigMap"}}, p.Spec.ContextAwareResources, p.Name)
+	}
+	require.Len(t, kw.nsRoles, 1)
+	assert.Equal(t, "yunikorn", kw.nsRoles[0].Namespace)
+	assert.Equal(t, kw.server.Spec.ServiceAccountName, kw.nsBinds[0].Subjects[0].Name)
+}

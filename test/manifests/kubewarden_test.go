@@ -1,6 +1,9 @@
 package manifests
 
 import (
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -57,4 +60,44 @@ func TestClusterAdmissionPolicy(t *testing.T) {
 		assert.NotContains(t, r.APIVersions, "", "rules[%d].apiVersions", i)
 		assert.NotContains(t, r.Resources, "", "rules[%d].resources", i)
 	}
+}
+
+// TestBackgroundAudit_agrees: metadata.yml's backgroundAudit is what every
+// ClusterAdmissionPolicy sets (deploy/, the chart with and without the
+// configuration check) and what every document of the repository says
+// where it names a value.
+func TestBackgroundAudit_agrees(t *testing.T) {
+	t.Parallel()
+	md, err := parsePolicyMetadata(readRepoFile(t, "metadata.yml"))
+	require.NoError(t, err)
+	want := md.BackgroundAudit == nil || *md.BackgroundAudit
+
+	for _, f := range []string{"deploy/kubewarden/clusteradmissionpolicy.yaml", "deploy/kubewarden/clusteradmissionpolicy-validate.yaml",
+		"deploy/kubewarden/config-validation/clusteradmissionpolicy.yaml"} {
+		p := object[*policiesv1.ClusterAdmissionPolicy](t, f)
+		assert.Equal(t, want, p.Spec.BackgroundAudit, f)
+	}
+	kw := renderRBAC(t, "mode: kubewarden\nsettings: {configValidation: warn}", kubewardenNS)
+	require.Len(t, kw.policies, 3)
+	for _, p := range kw.policies {
+		assert.Equal(t, want, p.Spec.BackgroundAudit, "chart: %s", p.Name)
+	}
+
+	mention := regexp.MustCompile("backgroundAudit:\\s+(true|false)")
+	docs := []string{"README.md", "deploy/README.md"}
+	more, err := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	require.NoError(t, err)
+	for _, m := range more {
+		rel, err := filepath.Rel(repoRoot, m)
+		require.NoError(t, err)
+		docs = append(docs, rel)
+	}
+	found := 0
+	for _, d := range docs {
+		for _, m := range mention.FindAllStringSubmatch(string(readRepoFile(t, d)), -1) {
+			found++
+			assert.Equal(t, strconv.FormatBool(want), m[1], "%s says %q", d, m[0])
+		}
+	}
+	assert.Positive(t, found, "the documents name the value somewhere")
 }

@@ -255,6 +255,17 @@ empty dict when trustRBAC is off. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* Where followYuniKornConfig reads YuniKorn's ConfigMaps
+(docs/BEHAVIOUR.md §3.11): its namespace, or nothing when it is off. */}}
+{{- define "yunikorn-userinfo.followNamespace" -}}
+{{- $f := .Values.settings.followYuniKornConfig -}}
+{{- if kindIs "map" $f -}}
+{{ default "yunikorn" $f.namespace }}
+{{- else if and (kindIs "bool" $f) $f -}}
+yunikorn
+{{- end -}}
+{{- end -}}
+
 {{/* The namespace of the YuniKorn ConfigMaps configValidation checks
 (docs/BEHAVIOUR.md §3.9), or nothing when it is off. */}}
 {{- define "yunikorn-userinfo.configValidationNamespace" -}}
@@ -278,7 +289,7 @@ request.name in ['yunikorn-defaults', 'yunikorn-configs']
 {{- define "yunikorn-userinfo.needsAPI" -}}
 {{- $w := include "yunikorn-userinfo.workloads" . | fromJson -}}
 {{- $s := include "yunikorn-userinfo.schedulingReads" . | fromJson -}}
-{{- if or (include "yunikorn-userinfo.trustRBAC" .) (include "yunikorn-userinfo.queueCheckNamespace" .) (include "yunikorn-userinfo.configValidationNamespace" .) $w.reads $s.reads }}true{{ end -}}
+{{- if or (include "yunikorn-userinfo.trustRBAC" .) (include "yunikorn-userinfo.queueCheckNamespace" .) (include "yunikorn-userinfo.configValidationNamespace" .) (include "yunikorn-userinfo.followNamespace" .) $w.reads $s.reads }}true{{ end -}}
 {{- end -}}
 
 {{/* What the scheduling setting reads (docs/BEHAVIOUR.md §3.10), as JSON

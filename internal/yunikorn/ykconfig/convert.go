@@ -2,26 +2,27 @@ package ykconfig
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/acconf"
 )
 
 // YuniKorn's keys (k8shim v1.9 pkg/admission/conf/am_conf.go and
 // pkg/conf/schedulerconf.go).
 const (
-	KeyBypassAuth          = "admissionController.accessControl.bypassAuth"
-	KeyTrustControllers    = "admissionController.accessControl.trustControllers"
-	KeySystemUsers         = "admissionController.accessControl.systemUsers"
-	KeyExternalUsers       = "admissionController.accessControl.externalUsers"
-	KeyExternalGroups      = "admissionController.accessControl.externalGroups"
-	KeyProcessNamespaces   = "admissionController.filtering.processNamespaces"
-	KeyBypassNamespaces    = "admissionController.filtering.bypassNamespaces"
-	KeyLabelNamespaces     = "admissionController.filtering.labelNamespaces"
-	KeyNoLabelNamespaces   = "admissionController.filtering.noLabelNamespaces"
-	KeyGenerateUniqueAppID = "admissionController.filtering.generateUniqueAppId"
+	KeyBypassAuth          = acconf.KeyBypassAuth
+	KeyTrustControllers    = acconf.KeyTrustControllers
+	KeySystemUsers         = acconf.KeySystemUsers
+	KeyExternalUsers       = acconf.KeyExternalUsers
+	KeyExternalGroups      = acconf.KeyExternalGroups
+	KeyProcessNamespaces   = acconf.KeyProcessNamespaces
+	KeyBypassNamespaces    = acconf.KeyBypassNamespaces
+	KeyLabelNamespaces     = acconf.KeyLabelNamespaces
+	KeyNoLabelNamespaces   = acconf.KeyNoLabelNamespaces
+	KeyGenerateUniqueAppID = acconf.KeyGenerateUniqueAppID
 	KeyAMServiceName       = "admissionController.webHook.amServiceName"
 	KeySchedulerAddress    = "admissionController.webHook.schedulerServiceAddress"
 	KeyPolicyGroup         = "service.policyGroup"
@@ -30,42 +31,30 @@ const (
 
 // YuniKorn 1.9's defaults of the keys that are mapped.
 const (
-	ykDefaultSystemUsers      = "^system:serviceaccount:kube-system:"
+	ykDefaultSystemUsers      = acconf.DefaultSystemUsers
 	ykDefaultPolicyGroup      = "queues"
-	ykDefaultBypassNamespaces = "^kube-system$"
+	ykDefaultBypassNamespaces = acconf.DefaultBypassNamespaces
 )
 
 // policyDefaultSystemUsers is the policy's own default (docs/BEHAVIOUR.md §3).
-var policyDefaultSystemUsers = []string{"^system:serviceaccount:kube-system:", "^system:kube-controller-manager$"}
+var policyDefaultSystemUsers = acconf.PolicyDefaultSystemUsers
 
-// Status says what became of a key.
-type Status string
+// Status says what became of a key (the statuses of the shared mapping).
+type Status = acconf.Status
 
-// The statuses of a Note.
+// The statuses of a Note (see acconf).
 const (
-	// Mapped: the key became a setting that behaves as YuniKorn does.
-	Mapped Status = "mapped"
-	// Differs: mapped, or left to a default, but the policy behaves
-	// differently from YuniKorn here.
-	Differs Status = "differs"
-	// Invalid: YuniKorn cannot use the value and runs with its default,
-	// which is what the output carries.
-	Invalid Status = "invalid"
-	// NotMapped: the policy has nothing that does what the key does.
-	NotMapped Status = "not mapped"
-	// Ignored: YuniKorn's admission controller does not read the key.
-	Ignored Status = "ignored"
-	// Warning: carried over as YuniKorn runs it, with a consequence worth
-	// acting on (the line says what to do).
-	Warning Status = "warning"
+	Mapped     = acconf.Mapped
+	Differs    = acconf.Differs
+	Invalid    = acconf.Invalid
+	NotMapped  = acconf.NotMapped
+	Ignored    = acconf.Ignored
+	Warning    = acconf.Warning
+	HandedOver = acconf.HandedOver
 )
 
 // Note is one line of the report.
-type Note struct {
-	Key    string
-	Status Status
-	Text   string
-}
+type Note = acconf.Note
 
 // Setting is one policy setting of the output. Value is a bool, a string,
 // a []string or, for an object, a []Setting.
@@ -107,6 +96,12 @@ type Options struct {
 	// say: each Pod without an application ID then gets an application of
 	// its own, charged to its own user. Default: YuniKorn's value.
 	UniqueAppIDs bool
+	// Follow, when set, is the namespace the policy follows YuniKorn's
+	// ConfigMaps in (followYuniKornConfig): the access control and
+	// filtering keys are mapped and reported as they will be followed,
+	// but not copied into the settings; followYuniKornConfig is written
+	// instead. Default: copied.
+	Follow string
 }
 
 // Result is a conversion: the settings in the policy's order, and the
@@ -129,6 +124,7 @@ func Convert(src Source, opts Options) (*Result, error) {
 		}
 	}
 	c := &converter{keys: flatten(src), used: map[string]bool{}, opts: opts}
+	c.m = c.mapper()
 	c.accessControl()
 	c.queueCheck(src)
 	c.appOwnership()
@@ -136,10 +132,12 @@ func Convert(src Source, opts Options) (*Result, error) {
 	c.autogen()
 	c.notMapped()
 	c.rest()
+	c.follow()
 	return &c.res, nil
 }
 
 type converter struct {
+	m    *acconf.Mapper
 	keys map[string]entry
 	used map[string]bool
 	opts Options
@@ -162,88 +160,51 @@ func (c *converter) lookup(key string) (entry, bool) {
 }
 
 func (c *converter) accessControl() {
-	if v, ok := c.boolean(KeyBypassAuth, "bypassAuth", false); ok {
-		if v {
-			c.note(KeyBypassAuth, Differs, "YuniKorn 1.9 with bypassAuth neither checks nor writes user.info on CREATE: "+
-				"nothing records who submitted. This policy with bypassAuth accepts any supplied value but still records the "+
-				"submitter where there is none (unless the legacy user label is set). Drop bypassAuth from the output to "+
-				"record every submitter and refuse forged values, which is what this product is for")
-		}
-	}
-	c.boolean(KeyTrustControllers, "trustControllers", true)
-
-	if _, ok := c.list(KeySystemUsers, "systemUsers", ykDefaultSystemUsers); !ok {
+	m := c.m
+	c.field(m.BypassAuth())
+	c.field(m.TrustControllers())
+	if f := c.field(m.SystemUsers()); !f.Set {
 		c.note(KeySystemUsers, Differs, "not set: YuniKorn 1.9 trusts %s; this policy's default adds %s, the identity of every "+
 			"controller when kube-controller-manager runs without --use-service-account-credentials, whose Pods from "+
 			"annotated templates YuniKorn refuses. Pass --explicit to write YuniKorn's default instead",
 			ykDefaultSystemUsers, policyDefaultSystemUsers[1])
 	}
-	for _, k := range []struct{ key, setting string }{{KeyExternalUsers, "externalUsers"}, {KeyExternalGroups, "externalGroups"}} {
-		if patterns, ok := c.list(k.key, k.setting, ""); ok && len(patterns) > 0 {
-			c.note(k.key, Differs, "a value these submitters supply must be a JSON object with a non-empty string user and "+
-				"optionally groups, nothing else (docs/BEHAVIOUR.md §4.1); YuniKorn 1.9 accepts any JSON its user and groups "+
-				"structure decodes, even {} or null")
-		}
-	}
+	c.field(m.External(false))
+	c.field(m.External(true))
 }
 
-// boolean maps a YuniKorn boolean key. It reports whether the key was set
-// (an invalid value counts: YuniKorn then runs with the default, which is
-// written out).
-func (c *converter) boolean(key, setting string, def bool) (bool, bool) {
-	e, ok := c.lookup(key)
-	if !ok {
-		if c.opts.Explicit {
-			c.set(setting, def, "YuniKorn's default")
-		}
-		return def, false
-	}
-	v, err := strconv.ParseBool(e.value)
-	if err != nil {
-		c.set(setting, def, key)
-		c.note(key, Invalid, "%q is not a boolean to YuniKorn 1.9 (strconv.ParseBool: 1, t, T, TRUE, true, True, 0, f, F, "+
-			"FALSE, false, False): it logs an error and runs with its default %t, which the output carries as %s: %t",
-			e.value, def, setting, def)
-		return def, true
-	}
-	c.set(setting, v, key)
-	c.note(key, Mapped, "%q -> %s: %t%s", e.value, setting, v, fromNote(e))
-	return v, true
+// mapper is the shared mapping (policy/acconf) over the flattened keys; its
+// notes go to the report as each field is written.
+func (c *converter) mapper() *acconf.Mapper {
+	return &acconf.Mapper{Look: func(key string) acconf.Entry {
+		e, ok := c.lookup(key)
+		return acconf.Entry{Value: e.value, Set: ok, From: fromNote(e)}
+	}}
 }
 
-// list maps a YuniKorn pattern list. It returns the patterns in force and
-// whether the key was set.
-func (c *converter) list(key, setting, def string) ([]string, bool) {
-	e, ok := c.lookup(key)
-	if !ok {
-		if c.opts.Explicit {
-			d, _ := splitLikeYuniKorn(def)
-			c.set(setting, d.patterns, "YuniKorn's default")
+// field writes what a key maps to (with YuniKorn's default under
+// --explicit when it is not set) and moves the mapping's notes into the
+// report.
+func (c *converter) field(f acconf.Field) acconf.Field {
+	c.res.Notes = append(c.res.Notes, c.m.Notes...)
+	c.m.Notes = c.m.Notes[:0]
+	if f.Set || f.HandedOver || c.opts.Explicit {
+		from := f.Key
+		switch {
+		case f.HandedOver:
+			// bypassAuth "true" is YuniKorn's admission controller
+			// standing aside: written false, as the policy runs.
+			from = f.Key + " \"true\", not carried over"
+		case !f.Set:
+			from = "YuniKorn's default"
 		}
-		return nil, false
-	}
-	p, err := splitLikeYuniKorn(e.value)
-	if err != nil {
-		d, _ := splitLikeYuniKorn(def)
-		c.set(setting, d.patterns, key)
-		c.note(key, Invalid, "YuniKorn 1.9 cannot compile %s: it logs an error and runs with its default %s, which the output "+
-			"carries as %s. Fix the value: this policy refuses a pattern that does not compile", err, quoteList(d.patterns), setting)
-		return d.patterns, true
-	}
-	c.set(setting, p.patterns, key)
-	c.note(key, Mapped, "%q -> %s: %s%s", e.value, setting, quoteList(p.patterns), fromNote(e))
-	if p.empty > 0 {
-		c.note(key, Differs, "YuniKorn skips %d empty piece(s) (a stray or trailing comma); the output leaves them out, "+
-			"since this policy refuses an empty pattern (it would match every name)", p.empty)
-	}
-	for _, piece := range p.patterns {
-		if !balanced(piece) {
-			c.note(key, Differs, "piece %q does not close its brackets: YuniKorn splits at every comma, also one inside "+
-				"{m,n}, [...] or (...), and runs with the pieces as separate patterns, which the output keeps. If one pattern "+
-				"was meant, write it as one entry of the list", piece)
+		if f.List {
+			c.set(f.Setting, f.Patterns, from)
+		} else {
+			c.set(f.Setting, f.Bool, from)
 		}
 	}
-	return p.patterns, true
+	return f
 }
 
 func fromNote(e entry) string {
@@ -254,60 +215,6 @@ func fromNote(e entry) string {
 		return ""
 	}
 	return " (from " + e.from + ")"
-}
-
-type pieces struct {
-	patterns []string
-	empty    int
-}
-
-// splitLikeYuniKorn parses a pattern list as the k8shim's parseRegexes:
-// split at every comma, trim, skip empty pieces, compile each.
-func splitLikeYuniKorn(value string) (pieces, error) {
-	p := pieces{patterns: []string{}}
-	for _, piece := range strings.Split(value, ",") {
-		piece = strings.TrimSpace(piece)
-		if piece == "" {
-			if strings.TrimSpace(value) != "" {
-				p.empty++
-			}
-			continue
-		}
-		if _, err := regexp.Compile(piece); err != nil {
-			return pieces{}, fmt.Errorf("piece %q (%v)", piece, err)
-		}
-		p.patterns = append(p.patterns, piece)
-	}
-	return p, nil
-}
-
-// balanced reports whether a pattern closes the brackets, braces and
-// parentheses it opens, ignoring escaped characters.
-func balanced(p string) bool {
-	depth := map[byte]int{}
-	for i := 0; i < len(p); i++ {
-		switch p[i] {
-		case '\\':
-			i++
-		case '[', '{', '(':
-			depth[p[i]]++
-		case ']':
-			depth['[']--
-		case '}':
-			depth['{']--
-		case ')':
-			depth['(']--
-		}
-	}
-	return depth['['] == 0 && depth['{'] == 0 && depth['('] == 0
-}
-
-func quoteList(ps []string) string {
-	q := make([]string, len(ps))
-	for i, p := range ps {
-		q[i] = strconv.Quote(p)
-	}
-	return "[" + strings.Join(q, ", ") + "]"
 }
 
 func (c *converter) queueCheck(src Source) {
@@ -384,15 +291,13 @@ func (c *converter) scheduling() {
 	if c.opts.NoScheduling {
 		return
 	}
-	// The lists and the boolean are mapped by the same steps as the
-	// access control keys, into an object of their own.
 	top := c.res.Settings
 	c.res.Settings = nil
-	c.list(KeyProcessNamespaces, "scheduling.processNamespaces", "")
-	c.list(KeyBypassNamespaces, "scheduling.bypassNamespaces", ykDefaultBypassNamespaces)
-	c.list(KeyLabelNamespaces, "scheduling.labelNamespaces", "")
-	c.list(KeyNoLabelNamespaces, "scheduling.noLabelNamespaces", "")
-	c.boolean(KeyGenerateUniqueAppID, "scheduling.generateUniqueAppIds", false)
+	c.field(c.m.List(KeyProcessNamespaces, "scheduling.processNamespaces", ""))
+	c.field(c.m.List(KeyBypassNamespaces, "scheduling.bypassNamespaces", ykDefaultBypassNamespaces))
+	c.field(c.m.List(KeyLabelNamespaces, "scheduling.labelNamespaces", ""))
+	c.field(c.m.List(KeyNoLabelNamespaces, "scheduling.noLabelNamespaces", ""))
+	c.field(c.m.Bool(KeyGenerateUniqueAppID, "scheduling.generateUniqueAppIds", false))
 	if c.opts.UniqueAppIDs {
 		c.res.Settings = slices.DeleteFunc(c.res.Settings, func(s Setting) bool { return s.Key == "scheduling.generateUniqueAppIds" })
 		c.set("scheduling.generateUniqueAppIds", true, "--unique-app-ids")
@@ -533,4 +438,38 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// followedKeys are the settings (and keys of scheduling) that
+// followYuniKornConfig reads live, which Follow leaves out.
+var followedKeys = map[string]bool{"bypassAuth": true, "trustControllers": true, "systemUsers": true, "externalUsers": true,
+	"externalGroups": true, "processNamespaces": true, "bypassNamespaces": true, "labelNamespaces": true,
+	"noLabelNamespaces": true, "generateUniqueAppIds": true}
+
+// follow replaces the copied keys by followYuniKornConfig.
+func (c *converter) follow() {
+	if c.opts.Follow == "" {
+		return
+	}
+	keep := []Setting{{Key: "followYuniKornConfig", Value: []Setting{{Key: "namespace", Value: c.opts.Follow, From: "--follow"}}, From: "--follow"}}
+	for _, s := range c.res.Settings {
+		if followedKeys[s.Key] {
+			continue
+		}
+		if obj, ok := s.Value.([]Setting); ok && s.Key != "queueCheck" {
+			var rest []Setting
+			for _, o := range obj {
+				if !followedKeys[o.Key] {
+					rest = append(rest, o)
+				}
+			}
+			s.Value = rest
+		}
+		keep = append(keep, s)
+	}
+	c.res.Settings = keep
+	c.note("followYuniKornConfig", Mapped, "%q: the access control keys above (and admissionController.filtering, into "+
+		"scheduling and applicationOwnership) are read live from %s and %s in that namespace and mapped as this report says, "+
+		"not copied: edit the ConfigMap, not these settings; an edit applies at the next request (docs/BEHAVIOUR.md §3.11)",
+		c.opts.Follow, DefaultsConfigMapName, ConfigMapName)
 }

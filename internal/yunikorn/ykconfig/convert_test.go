@@ -168,7 +168,10 @@ func TestConvert_examples(t *testing.T) {
 			file: "open.yaml",
 			opts: Options{QueueCheck: "enforce", Namespace: "yk"},
 			want: map[string]any{
-				"bypassAuth":  true,
+				// bypassAuth "true" is not carried over: the policy
+				// enforces (the hand-over, or a YuniKorn that checks
+				// nothing).
+				"bypassAuth":  false,
 				"systemUsers": []any{},
 				"queueCheck":  map[string]any{"mode": "enforce", "namespace": "yk"},
 				"scheduling": map[string]any{
@@ -177,7 +180,7 @@ func TestConvert_examples(t *testing.T) {
 				},
 			},
 			statuses: map[string][]Status{
-				KeyBypassAuth:          {Mapped, Differs},
+				KeyBypassAuth:          {HandedOver},
 				KeySystemUsers:         {Mapped},
 				"namespace":            {Mapped},
 				KeyProcessNamespaces:   {Mapped},

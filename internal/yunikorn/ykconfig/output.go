@@ -88,6 +88,10 @@ func (r *Result) YAML(header string) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// Mapping is settings as a YAML mapping, as YAML writes them (for
+// documents that embed them, as migrate --kubewarden does).
+func Mapping(obj []Setting) *yaml.Node { return mapping(obj) }
+
 func mapping(obj []Setting) *yaml.Node {
 	m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	for _, s := range obj {
