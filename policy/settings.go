@@ -31,7 +31,7 @@ const (
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, configValidation, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers, scheduling"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, configValidation, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers, scheduling, adopters"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -90,6 +90,10 @@ type Settings struct {
 	// allow-preemption, ignore-application (docs/BEHAVIOUR.md §3.10).
 	// nil: off.
 	Scheduling *schedulingSettings
+	// Adopters may record the owner of an object that records none (one
+	// created before the policy) by an UPDATE (docs/BEHAVIOUR.md §4.13).
+	// nil: no one.
+	Adopters *adopterSettings
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -143,6 +147,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.AppOwnership = parseAppOwnership(&errs, v)
 		case keyScheduling:
 			s.Scheduling = parseScheduling(&errs, &s.Warnings, v)
+		case keyAdopters:
+			s.Adopters = parseAdopters(&errs, &s.Warnings, v)
 		case keyRecordedGroups:
 			s.RecordedGroups = parseRecordedGroups(&errs, &s.Warnings, v)
 		case keyTrustPodTokens:
