@@ -51,6 +51,8 @@ var contextKeys = map[string]string{
 	"trustPodTokens":       "reads the Pod a token is bound to",
 	"applicationOwnership": "reads the Pods of YuniKorn applications",
 	"scheduling":           "reads YuniKorn's configuration and namespaces",
+	// Not context: a rule the generated policies do not express.
+	"adopters": "lets adopters record the owner of an object that records none, which the CEL rules refuse on UPDATE",
 }
 
 // ErrNeedsWebhook lists settings the in-apiserver mode cannot express.
