@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,11 +105,13 @@ func TestAdoptPreexisting(t *testing.T) {
 	require.NoError(t, err, "alice creates a Deployment before the policy")
 	old := waitPods(t, ns, "app=web", 1)
 	require.NotContains(t, old[0].Annotations, annotationKey, "no policy covered the namespace")
+	_, err = client(alice).CoreV1().Pods(ns).Create(ctx, newPod("lone", nil), metav1.CreateOptions{})
+	require.NoError(t, err, "alice creates a bare Pod before the policy")
 
 	// 2. The policy: its own webhook with the adopter and the spark preset,
 	// registered as the shipped configuration plus the SparkApplication
 	// rule the chart adds for the preset; then the namespace is covered.
-	wh := startAdoptWebhook(t, adopterUser, operatorUser)
+	wh, settingsFile := startAdoptWebhook(t, adopterUser, operatorUser)
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, webhookLabel, webhookAdopt)
 	_, err = adm.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	require.NoError(t, err)
@@ -141,10 +141,47 @@ func TestAdoptPreexisting(t *testing.T) {
 		}
 	}
 
+	// The audit lists what to adopt: the Deployment, the SparkApplication
+	// and the bare Pod, not the Pods and ReplicaSet the Deployment covers;
+	// the owner is a placeholder (the objects name no one).
+	kubeconfig, err := e2e.cluster.WriteKubeconfig(admin)
+	require.NoError(t, err)
+	auditArgs := []string{"audit", "--kubeconfig", kubeconfig, "-n", ns, "-s", settingsFile, "-q", "--queue-check=false",
+		"--scheduler-name", "default-scheduler"}
+	listing, _ := runCLI(t, append(auditArgs, "-o", "adopt")...)
+	assert.Contains(t, listing, "# 3 objects to adopt\n", listing)
+	for _, cmd := range []string{
+		"kubectl patch deployment.apps web -n " + ns + ` --type=merge -p '{"spec":{"template":{"metadata":{"annotations":{"yunikorn.apache.org/user.info":"{\"user\":\"OWNER\",\"groups\":[\"GROUP\"]}"}}}}}'`,
+		"kubectl patch sparkapplication.sparkoperator.k8s.io spark-pi -n " + ns + ` --type=merge -p '{"metadata":{"annotations":{"yunikorn.apache.org/user.info":"{\"user\":\"OWNER\",\"groups\":[\"GROUP\"]}"}}}'`,
+		"kubectl patch pod lone -n " + ns + ` --type=merge -p '{"metadata":{"annotations":{"yunikorn.apache.org/user.info":"{\"user\":\"OWNER\",\"groups\":[\"GROUP\"]}"}}}'`,
+	} {
+		assert.Contains(t, listing, "\n"+cmd+"\n")
+	}
+	assert.Contains(t, listing, "managedFields name only the client")
+	out, _ := runCLI(t, append(auditArgs, "-o", "json")...)
+	var rep struct {
+		Findings []struct {
+			Resource struct{ Kind, Name string }
+			Adopt    *struct{ Patch string }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	patches := map[string]string{}
+	for _, f := range rep.Findings {
+		if f.Adopt != nil {
+			patches[f.Resource.Kind+"/"+f.Resource.Name] = f.Adopt.Patch
+		}
+	}
+	require.Len(t, patches, 3, "%v", patches)
+
 	// 4. Users may not adopt: not alice, whose objects they are, nor bob.
 	aliceValue := e2e.identity[alice].annotation()
-	metaPatch := adoptPatch(aliceValue, "metadata")
-	templatePatch := adoptPatch(aliceValue, "spec", "template", "metadata")
+	// The audit's patches, with alice as the owner.
+	metaPatch := withOwner(t, patches["SparkApplication/spark-pi"], aliceValue)
+	templatePatch := withOwner(t, patches["Deployment/web"], aliceValue)
+	podPatch := withOwner(t, patches["Pod/lone"], aliceValue)
+	require.Equal(t, adoptPatch(aliceValue, "metadata"), metaPatch)
+	require.Equal(t, adoptPatch(aliceValue, "spec", "template", "metadata"), templatePatch)
 	for _, u := range []string{alice, bob} {
 		id := e2e.identity[u]
 		notAdopter := "the object records no owner (it was created before the policy), and only an adopter may record one: user " +
@@ -168,6 +205,11 @@ func TestAdoptPreexisting(t *testing.T) {
 	assert.Equal(t, map[string]string{".metadata": aliceValue, ".spec.driver": aliceValue, ".spec.executor": aliceValue},
 		templateAnnotations(t, adopted.Object, "spec.driver", "spec.executor", "metadata"))
 	assert.Equal(t, app.GetUID(), adopted.GetUID(), "the same object, adopted")
+
+	// The bare Pod too.
+	lone, err := typedFromKubeconfig(t, adopterKubeconfig).CoreV1().Pods(ns).Patch(ctx, "lone", types.MergePatchType, podPatch, metav1.PatchOptions{})
+	require.NoError(t, err, "the adopter records alice on the bare Pod")
+	assert.Equal(t, aliceValue, lone.Annotations[annotationKey])
 
 	// Adopted once: never again, not even by the adopter.
 	_, err = dyn[adopterUser].Resource(sparkApps).Namespace(ns).Patch(ctx, "spark-pi", types.MergePatchType,
@@ -201,7 +243,7 @@ func TestAdoptPreexisting(t *testing.T) {
 // startAdoptWebhook runs serve with the suite's settings plus the adopter
 // and the spark preset, and registers it for the namespaces labelled
 // webhookAdopt.
-func startAdoptWebhook(t *testing.T, adopter, operator string) *cluster.Webhook {
+func startAdoptWebhook(t *testing.T, adopter, operator string) (*cluster.Webhook, string) {
 	t.Helper()
 	ctx := t.Context()
 	raw, err := os.ReadFile(e2e.settingsFile)
@@ -242,23 +284,13 @@ func startAdoptWebhook(t *testing.T, adopter, operator string) *cluster.Webhook 
 		err := client(admin).AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.WithoutCancel(ctx), mwc.Name, metav1.DeleteOptions{})
 		assert.NoError(t, err)
 	})
-	return wh
+	return wh, file
 }
 
-// sparkCRD finds the SparkApplication CRD in the spark operator's module,
-// which the go command downloads (or finds in its module cache).
+// sparkCRD is the SparkApplication CRD of the spark operator's module.
 func sparkCRD(t *testing.T) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", sparkOperatorModule)
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	require.NoError(t, err, "go mod download %s: %s", sparkOperatorModule, out)
-	var mod struct{ Dir, Error string }
-	require.NoError(t, json.Unmarshal(out, &mod))
-	require.Empty(t, mod.Error)
-	return filepath.Join(mod.Dir, "config", "crd", "bases", "sparkoperator.k8s.io_sparkapplications.yaml")
+	return filepath.Join(moduleDir(t, sparkOperatorModule), "config", "crd", "bases", "sparkoperator.k8s.io_sparkapplications.yaml")
 }
 
 // installCRDFile creates the CRD of file and waits until it is served.
@@ -300,6 +332,36 @@ func adoptPatch(value string, path ...string) []byte {
 	if err != nil {
 		panic(err) // maps of strings always encode
 	}
+	return b
+}
+
+// withOwner replaces the audit's owner placeholder in an adoption patch by
+// value.
+func withOwner(t *testing.T, patch, value string) []byte {
+	t.Helper()
+	require.Contains(t, patch, `\"OWNER\"`)
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(patch), &v))
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return false
+		}
+		if ann, ok := m["annotations"].(map[string]any); ok {
+			ann[annotationKey] = value
+			return true
+		}
+		for _, inner := range m {
+			if walk(inner) {
+				return true
+			}
+		}
+		return false
+	}
+	require.True(t, walk(v), "the patch writes annotations: %s", patch)
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
 	return b
 }
 
