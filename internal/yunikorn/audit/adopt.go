@@ -71,7 +71,14 @@ func AdoptionCommand(res Resource, patch string) string {
 	if g := groupOf(res.APIVersion); g != "" {
 		target += "." + g
 	}
-	return "kubectl patch " + shellQuote(target) + " " + shellQuote(res.Name) + " -n " + shellQuote(res.Namespace) +
+	return KubectlPatch(target, res.Namespace, res.Name, patch)
+}
+
+// KubectlPatch is the kubectl command sending a JSON merge patch to the
+// object name of resource target (kind.group, as kubectl takes it) in
+// namespace ns, quoted for a POSIX shell.
+func KubectlPatch(target, ns, name, patch string) string {
+	return "kubectl patch " + shellQuote(target) + " " + shellQuote(name) + " -n " + shellQuote(ns) +
 		" --type=merge -p " + shellQuote(patch)
 }
 
