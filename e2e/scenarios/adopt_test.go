@@ -182,6 +182,12 @@ func TestAdoptPreexisting(t *testing.T) {
 	podPatch := withOwner(t, patches["Pod/lone"], aliceValue)
 	require.Equal(t, adoptPatch(aliceValue, "metadata"), metaPatch)
 	require.Equal(t, adoptPatch(aliceValue, "spec", "template", "metadata"), templatePatch)
+	// The adopt command prints the same patch for alice.
+	aliceID := e2e.identity[alice]
+	line, _ := runCLI(t, "adopt", "deployment.apps/web", "-n", ns, "--owner", aliceID.User, "--groups", strings.Join(aliceID.Groups, ","))
+	prefix := "kubectl patch deployment.apps web -n " + ns + " --type=merge -p '"
+	require.True(t, strings.HasPrefix(line, prefix) && strings.HasSuffix(line, "'\n"), line)
+	assert.JSONEq(t, string(templatePatch), strings.TrimSuffix(strings.TrimPrefix(line, prefix), "'\n"))
 	for _, u := range []string{alice, bob} {
 		id := e2e.identity[u]
 		notAdopter := "the object records no owner (it was created before the policy), and only an adopter may record one: user " +
