@@ -186,7 +186,7 @@ func decideKnown(r request, s *Settings, kind kindRef, op string) decision {
 		}
 	} else {
 		var old *podMeta
-		d, old, err = decideUpdate(r, path, cur)
+		d, old, err = decideUpdate(r, s, id, path, cur)
 		if err == nil && kind == (kindRef{"", "Pod"}) {
 			// The shim reads a Pod's queue when it schedules it, not when
 			// it was created: an UPDATE before binding that moves it is
@@ -380,7 +380,8 @@ func rbacCheckFailed(id identity, what string, err error) decision {
 // whatever the settings: the rules hold for allowed submitters and with
 // bypassAuth too.
 // It also returns the old object's metadata, for the checks that follow.
-func decideUpdate(r request, path []string, cur *podMeta) (decision, *podMeta, error) {
+// An object that records no owner may gain one from an adopter (§4.13).
+func decideUpdate(r request, s *Settings, id identity, path []string, cur *podMeta) (decision, *podMeta, error) {
 	oldRaw, err := objectField(r.oldObject, "oldObject")
 	if err != nil {
 		return decision{}, nil, err
@@ -409,10 +410,12 @@ func decideUpdate(r request, path []string, cur *podMeta) (decision, *podMeta, e
 		d.mutation = []edit{{meta: cur, token: []byte(oldToken)}}
 		d.warnings = []string{warnRestored}
 		return d, old, nil
+	case !oldPresent:
+		return decideAdopt(s, id, newValue, ""), old, nil
 	}
 	d := reject("update: changed", codeForbidden, msgChangeNotAllowed)
 	d.claim(newValue)
-	return d, old, nil
+	return readoptRefusal(s, id, d), old, nil
 }
 
 // queueMoved reports whether an UPDATE changes the queue a Pod asks for.

@@ -424,7 +424,7 @@ func unprovenMessage(id identity, failed []proof) string {
 		}
 		b = append(b, p.name+" proof failed: "+p.failed...)
 		if p.unrecorded && remedy == "" {
-			remedy = "; re-create " + p.source + " so that the policy records its submitter, or have an allowed submitter create it with the annotation " + AnnotationKey
+			remedy = "; re-create " + p.source + " so that the policy records its submitter, have an adopter (settings.adopters) record its owner, or have an allowed submitter create it with the annotation " + AnnotationKey
 		}
 	}
 	return string(append(b, remedy...))

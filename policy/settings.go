@@ -31,7 +31,7 @@ const (
 )
 
 // knownKeys lists the keys for the unknown-key message.
-const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, configValidation, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers, scheduling, followYuniKornConfig"
+const knownKeys = "bypassAuth, trustControllers, systemUsers, externalUsers, externalGroups, userLabelKey, validateOnly, trustRBAC, queueCheck, configValidation, workloads, trustPodTokens, applicationOwnership, recordedGroups, schedulerUsers, scheduling, followYuniKornConfig, adopters"
 
 // defaultSystemUsers are the controller identities trusted by default: the
 // kube-system service accounts that kube-controller-manager uses with
@@ -93,6 +93,10 @@ type Settings struct {
 	// Follow, when set, takes the access control and filtering settings
 	// from YuniKorn's ConfigMaps, live (docs/BEHAVIOUR.md §3.11). nil: off.
 	Follow *followSettings
+	// Adopters may record the owner of an object that records none (one
+	// created before the policy) by an UPDATE (docs/BEHAVIOUR.md §4.13).
+	// nil: no one.
+	Adopters *adopterSettings
 	// Warnings are the patterns that are valid but probably not what the
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
@@ -148,6 +152,8 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 			s.Scheduling = parseScheduling(&errs, &s.Warnings, v)
 		case keyFollow:
 			s.Follow = parseFollow(&errs, v)
+		case keyAdopters:
+			s.Adopters = parseAdopters(&errs, &s.Warnings, v)
 		case keyRecordedGroups:
 			s.RecordedGroups = parseRecordedGroups(&errs, &s.Warnings, v)
 		case keyTrustPodTokens:

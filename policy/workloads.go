@@ -201,7 +201,7 @@ func decideWorkload(r request, s *Settings, kind kindRef, wk *workloadKind, op s
 		return decision{}, err
 	}
 	if op == "UPDATE" {
-		return decideWorkloadUpdate(r, wk, locs)
+		return decideWorkloadUpdate(r, s, id, wk, locs)
 	}
 	if len(locs) == 0 {
 		return accept("create: no pod templates"), nil
@@ -235,8 +235,9 @@ func decideWorkload(r request, s *Settings, kind kindRef, wk *workloadKind, op s
 // decideWorkloadUpdate: the UPDATE rules for each template, matched with
 // the template at the same place in oldObject. A template that is new (a
 // worker group added) gets the value the object records, and may carry no
-// other.
-func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decision, error) {
+// other. An object that records no owner may gain one from an adopter
+// (§4.13): every template then records the adopted value.
+func decideWorkloadUpdate(r request, s *Settings, id identity, wk *workloadKind, locs []*podMeta) (decision, error) {
 	oldRaw, err := objectField(r.oldObject, "oldObject")
 	if err != nil {
 		return decision{}, err
@@ -250,6 +251,11 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 		return decision{}, err
 	}
 	recorded := rec.ok && rec.disagree == "" // templates that disagree record no one value
+	if !rec.ok && rec.disagree == "" {
+		if d, adopting, err := decideWorkloadAdopt(s, id, locs); adopting || err != nil {
+			return d, err
+		}
+	}
 	d := accept("update: unchanged")
 	matches := matchPlaces(locs, olds)
 	for i, cur := range locs {
@@ -286,10 +292,44 @@ func decideWorkloadUpdate(r request, wk *workloadKind, locs []*podMeta) (decisio
 		default:
 			d := reject("update: changed", codeForbidden, msgChangeNotAllowed+": "+cur.metaField()+".annotations")
 			d.claim(newValue)
-			return d, nil
+			return readoptRefusal(s, id, d), nil
 		}
 	}
 	return d, nil
+}
+
+// decideWorkloadAdopt decides an UPDATE of a workload whose old object
+// records no owner: adopting is false when the new one records none either.
+// An adopter's value, valid and the same wherever it is written, is copied
+// to every template that carries none, as at CREATE.
+func decideWorkloadAdopt(s *Settings, id identity, locs []*podMeta) (d decision, adopting bool, err error) {
+	rec, err := recordedValue(locs)
+	switch {
+	case err != nil:
+		return decision{}, true, err
+	case rec.disagree != "":
+		return reject("update: adopted, templates disagree", codeForbidden, rec.disagree), true, nil
+	case !rec.ok:
+		return decision{}, false, nil
+	}
+	at := ""
+	for _, pm := range locs {
+		if _, _, present, _ := pm.annotation(); present {
+			at = pm.metaField() + ".annotations"
+			break
+		}
+	}
+	d = decideAdopt(s, id, rec.value, at)
+	if !d.accepted {
+		return d, true, nil
+	}
+	for _, pm := range rec.absent {
+		d.mutation = append(d.mutation, edit{meta: pm, token: []byte(rec.token)})
+	}
+	if d.mutation != nil {
+		d.rule += ", copied to every template"
+	}
+	return d, true, nil
 }
 
 // matchPlaces pairs each template of the new object (locs) with the one at

@@ -44,7 +44,7 @@ type auditFlags struct {
 func newAuditCommand(a *app) *cobra.Command {
 	f := &auditFlags{}
 	cmd := &cobra.Command{
-		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-s SETTINGS | --settings-json JSON] [-o table|json|openreports|policyreport [--apply]]",
+		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-s SETTINGS | --settings-json JSON] [-o table|json|adopt|openreports|policyreport [--apply]]",
 		Short: "Find the Pods and workloads of a cluster whose user.info YuniKorn cannot trust",
 		Long: `Read every Pod and workload template of the cluster (or of --namespace) that
 YuniKorn schedules (spec.schedulerName --scheduler-name) and report:
@@ -91,7 +91,16 @@ Objects are listed --page-size at a time and only per-application
 aggregates are kept, so memory grows with the findings and the number of
 applications, not with the number of Pods. Progress goes to stderr.
 
-Output: a table, JSON (-o json), or reports: one per namespace and, when
+-o adopt lists every object that records no owner and has no controller
+whose adoption would cover it (a bare Pod, a Deployment, a CronJob, a
+custom kind of the settings' workloads with no record at all), each with
+the kubectl command an adopter (the policy's settings.adopters) runs to
+record its owner, and where to find who that is: the owner is the
+object's legacy yunikorn.apache.org/username label when it has one, else
+a placeholder to replace (the API server's audit log names who created
+it; docs/BEHAVIOUR.md §4.13).
+
+Output: a table, JSON (-o json), adoption commands (-o adopt), or reports: one per namespace and, when
 every namespace was audited, one cluster-scoped report for what no
 namespace holds alone (applications across namespaces, custom kinds not
 audited), as OpenReports (-o openreports: openreports.io/v1alpha1 Report
@@ -112,7 +121,7 @@ cluster serves the API and names the missing CRD if not. The exit code is
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", `the cluster to audit ("in-cluster": the Pod's service account); required`)
 	fs.StringVar(&f.kubeContext, "context", "", "the kubeconfig context to use (default: its current context)")
 	fs.StringVarP(&f.namespace, "namespace", "n", "", "audit this namespace only (default: all namespaces)")
-	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json, openreports or policyreport")
+	fs.StringVarP(&f.output, "output", "o", "table", "output format: table, json, adopt (the command that adopts each object without an owner), openreports or policyreport")
 	fs.BoolVar(&f.apply, "apply", false, "with -o openreports or -o policyreport: write the reports to the cluster instead of printing them")
 	fs.StringVar(&f.schedulerName, "scheduler-name", "yunikorn", "the scheduler name of YuniKorn: Pods and templates of other schedulers are skipped")
 	fs.BoolVar(&f.uniqueAppIDs, "unique-app-ids", false, "YuniKorn runs with admissionController.filtering.generateUniqueAppId: Pods without an application ID do not share their namespace's")
@@ -134,8 +143,8 @@ cluster serves the API and names the missing CRD if not. The exit code is
 func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	reportAPI, reports := reportAPIs[f.output]
 	switch {
-	case f.output != "table" && f.output != "json" && !reports:
-		return fmt.Errorf("invalid --output %q: want table, json, openreports or policyreport", f.output)
+	case f.output != "table" && f.output != "json" && f.output != "adopt" && !reports:
+		return fmt.Errorf("invalid --output %q: want table, json, adopt, openreports or policyreport", f.output)
 	case f.apply && !reports:
 		return errors.New("--apply writes reports: give it with -o openreports or -o policyreport")
 	case f.kubeconfig == "":
@@ -223,6 +232,8 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 		}
 	}
 	switch f.output {
+	case "adopt":
+		return rep.WriteAdoptions(a.stdout)
 	case "json":
 		enc := json.NewEncoder(a.stdout)
 		enc.SetIndent("", "  ")

@@ -21,7 +21,7 @@ func TestAudit_argumentErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"audit"}, "nothing to audit: give --kubeconfig"},
-		{[]string{"audit", "--kubeconfig", "k", "-o", "yaml"}, `invalid --output "yaml": want table, json, openreports or policyreport`},
+		{[]string{"audit", "--kubeconfig", "k", "-o", "yaml"}, `invalid --output "yaml": want table, json, adopt, openreports or policyreport`},
 		{[]string{"audit", "--kubeconfig", "k", "--apply"}, "--apply writes reports: give it with -o openreports or -o policyreport"},
 		{[]string{"audit", "--kubeconfig", "k", "--page-size", "0"}, "invalid --page-size 0: want a positive number"},
 		{[]string{"audit", "--kubeconfig", "k", "--yunikorn", "yunikorn-service:9080"}, `invalid --yunikorn: YuniKorn's REST API URL "yunikorn-service:9080": want http:// or https:// and a host`},
@@ -169,6 +169,16 @@ func TestAudit_kubeconfig(t *testing.T) {
 	assert.Empty(t, res.stderr)
 	assert.Contains(t, res.stdout, "NAMESPACE  KIND")
 	assert.Contains(t, res.stdout, "3 findings and 1 cluster-wide; audited")
+
+	// -o adopt: the bare Pod without user.info, with the command that
+	// adopts it.
+	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q", "-o", "adopt")
+	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+	lines := strings.Split(strings.TrimSuffix(res.stdout, "\n"), "\n")
+	require.Len(t, lines, 3, res.stdout)
+	assert.True(t, strings.HasPrefix(lines[0], "# Pod a/p2: replace OWNER and GROUP"), lines[0])
+	assert.Equal(t, `kubectl patch pod p2 -n a --type=merge -p '{"metadata":{"annotations":{"yunikorn.apache.org/user.info":"{\"user\":\"OWNER\",\"groups\":[\"GROUP\"]}"}}}'`, lines[1])
+	assert.Equal(t, "# 1 objects to adopt", lines[2])
 
 	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-q", "-o", "policyreport")
 	require.Equal(t, 0, res.code, "stderr: %s", res.stderr)

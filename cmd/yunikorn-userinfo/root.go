@@ -101,6 +101,7 @@ kwctl push writes.`,
 		newScaffoldCommand(a),
 		newMigrateCommand(a),
 		newAuditCommand(a),
+		newAdoptCommand(a),
 		newCELCommand(a),
 	)
 	return root

@@ -184,9 +184,9 @@ func TestAnnotationAddRefused(t *testing.T) {
 	require.NoError(t, waitEnforced(ctx, ns))
 
 	err = setPodAnnotation(ctx, client(alice), ns, "p", own)
-	requireRefused(t, err, workloadsWebhook, msgChangeNotAllowed)
+	requireRefused(t, err, workloadsWebhook, msgNoOwnerNoAdopters)
 	err = setTemplateAnnotation(ctx, client(alice), ns, "d", own)
-	requireRefused(t, err, workloadsWebhook, msgChangeNotAllowed)
+	requireRefused(t, err, workloadsWebhook, msgNoOwnerNoAdopters)
 
 	p, err = client(admin).CoreV1().Pods(ns).Get(ctx, "p", metav1.GetOptions{})
 	require.NoError(t, err)

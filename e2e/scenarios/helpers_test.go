@@ -48,7 +48,11 @@ const (
 // Messages of the policy (docs/BEHAVIOUR.md §4).
 const (
 	msgChangeNotAllowed = "user info annotation change is not allowed"
-	warnRestored        = "annotation " + annotationKey + " cannot be removed: its previous value was kept"
+	// msgNoOwnerNoAdopters refuses an UPDATE that adds the annotation to
+	// an object that records none, where no adopter is set (§4.13).
+	msgNoOwnerNoAdopters = msgChangeNotAllowed + ": the object records no owner (it was created before the policy), " +
+		"and only an adopter may record one: settings.adopters names none"
+	warnRestored = "annotation " + annotationKey + " cannot be removed: its previous value was kept"
 )
 
 // identity is a user as the API server authenticates them, which is what it

@@ -481,6 +481,8 @@ func createWorkloadRole(ctx context.Context, cs kubernetes.Interface) error {
 			{APIGroups: []string{"ray.io"}, Resources: []string{"rayclusters", "rayjobs", "rayservices"}, Verbs: verbs},
 			{APIGroups: []string{"jobset.x-k8s.io"}, Resources: []string{"jobsets"}, Verbs: verbs},
 			{APIGroups: []string{"kubeflow.org"}, Resources: []string{"pytorchjobs"}, Verbs: verbs},
+			// The spark operator's kind (TestAdoptPreexisting).
+			{APIGroups: []string{"sparkoperator.k8s.io"}, Resources: []string{"sparkapplications"}, Verbs: verbs},
 		},
 	}
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {

@@ -941,7 +941,7 @@ func testOwnerBeforePolicy(t *testing.T, env *operatorsEnv) {
 	operator := "system:serviceaccount:" + kuberayAccount.Namespace + ":" + kuberayAccount.Name
 	message := fmt.Sprintf("admission webhook %q denied the request: the submitter of this object cannot be proven, and it is not charged to %s, "+
 		"which creates it for its owner: owner proof failed: RayJob %s/rj-old records no submitter; re-create RayJob %s/rj-old so that the policy "+
-		"records its submitter, or have an allowed submitter create it with the annotation %s", workloadsWebhook, operator, ns, ns, annotationKey)
+		"records its submitter, have an adopter (settings.adopters) record its owner, or have an allowed submitter create it with the annotation %s", workloadsWebhook, operator, ns, ns, annotationKey)
 	var seen []string
 	err = cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
 		l, err := client(admin).CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=rj-old"})
@@ -968,5 +968,6 @@ func testOwnerBeforePolicy(t *testing.T, env *operatorsEnv) {
 	// The RayJob cannot gain a record after the fact, even from alice.
 	_, err = env.dyn[alice].Resource(rayJobs).Namespace(ns).Patch(ctx, "rj-old", types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"yunikorn.apache.org/user.info":`+fmt.Sprintf("%q", e2e.identity[alice].annotation())+`}}}`), metav1.PatchOptions{})
-	requireRefused(t, err, workloadsWebhook, msgChangeNotAllowed+": request.object.metadata.annotations")
+	requireRefused(t, err, workloadsWebhook, msgChangeNotAllowed+": request.object.metadata.annotations: the object records no owner "+
+		"(it was created before the policy), and only an adopter may record one: settings.adopters names none")
 }

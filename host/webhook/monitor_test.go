@@ -151,6 +151,8 @@ func TestRuleLabel(t *testing.T) {
 	for rule, want := range map[string]string{
 		"":                                       "unknown",
 		"update: changed":                        "update: changed",
+		"update: added, not an adopter":          "update: added, not an adopter",
+		"update: changed, re-adoption":           "update: changed, re-adoption",
 		"create: present, provenance not proven": "create: present, provenance not proven",
 		"create: present, allowed submitter; queue root.a.b; queue check refused": "queue check refused",
 		"create: absent, inject; queue root.x; application ownership refused":     "application ownership refused",

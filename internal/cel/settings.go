@@ -55,6 +55,8 @@ var contextKeys = map[string]string{
 	"applicationOwnership": "reads the Pods of YuniKorn applications",
 	"scheduling":           "reads YuniKorn's configuration and namespaces",
 	"followYuniKornConfig": "reads the access control from YuniKorn's ConfigMaps, live",
+	// Not context: a rule the generated policies do not express.
+	"adopters": "lets adopters record the owner of an object that records none, which the CEL rules refuse on UPDATE",
 }
 
 // ErrNeedsWebhook lists settings the in-apiserver mode cannot express.

@@ -310,6 +310,8 @@ var regexSettings = []struct{ values, path, template string }{
 	{"settings: {schedulerUsers: ['x{2,1}']}", "/settings/schedulerUsers/0", "settings.schedulerUsers"},
 	{"settings: {recordedGroups: {include: ['a**']}}", "/settings/recordedGroups", "settings.recordedGroups.include"},
 	{"settings: {recordedGroups: {exclude: ['(?P<n>a']}}", "/settings/recordedGroups", "settings.recordedGroups.exclude"},
+	{"settings: {adopters: {users: ['^ok$', 'x{2,1}']}}", "/settings/adopters", "settings.adopters.users"},
+	{"settings: {adopters: {groups: '[a-'}}", "/settings/adopters", "settings.adopters.groups"},
 	{"settings: {workloads: [{preset: kuberay, operators: ['^x$', ')']}]}", "/settings/workloads/0", "settings.workloads[].operators"},
 	{"settings: {scheduling: {processNamespaces: ['(']}}", "/settings/scheduling/processNamespaces/0", "settings.scheduling.processNamespaces"},
 	{"settings: {scheduling: {bypassNamespaces: ['^kube-system$', '[']}}", "/settings/scheduling/bypassNamespaces/1", "settings.scheduling.bypassNamespaces"},

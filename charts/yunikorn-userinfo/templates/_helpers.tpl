@@ -112,6 +112,10 @@ whole (a list of valid patterns joined by commas compiles too).
 {{- $checks = append $checks (list "recordedGroups.include" $s.recordedGroups.include) -}}
 {{- $checks = append $checks (list "recordedGroups.exclude" $s.recordedGroups.exclude) -}}
 {{- end -}}
+{{- if kindIs "map" $s.adopters -}}
+{{- $checks = append $checks (list "adopters.users" $s.adopters.users) -}}
+{{- $checks = append $checks (list "adopters.groups" $s.adopters.groups) -}}
+{{- end -}}
 {{- if kindIs "map" $s.scheduling -}}
 {{- range $k := list "processNamespaces" "bypassNamespaces" "labelNamespaces" "noLabelNamespaces" -}}
 {{- $checks = append $checks (list (printf "scheduling.%s" $k) (get $s.scheduling $k)) -}}
@@ -193,6 +197,8 @@ helm install fails rather than the webhook at start. */ -}}
 {{- define "settings.schedulerUsers: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
 {{- define "settings.recordedGroups.include: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
 {{- define "settings.recordedGroups.exclude: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.adopters.users: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
+{{- define "settings.adopters.groups: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
 {{- define "settings.scheduling.processNamespaces: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
 {{- define "settings.scheduling.bypassNamespaces: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}
 {{- define "settings.scheduling.labelNamespaces: a pattern is not a Go regular expression" -}}{{- $_ := mustRegexMatch . "" -}}{{- end -}}

@@ -121,6 +121,9 @@ type Finding struct {
 	// (RuleChargedUser only).
 	ChargedUser string `json:"chargedUser,omitempty"`
 	Message     string `json:"message"`
+	// Adopt, on a user-info-missing finding about an object that records
+	// no owner and has no controller, is how an adopter records its owner.
+	Adopt *Adoption `json:"adopt,omitempty"`
 }
 
 // Report is what a scan found.
@@ -433,6 +436,9 @@ func (s *scan) workloads(ctx context.Context) error {
 		res := Resource{APIVersion: apiVersion, Kind: kind, Namespace: meta.Namespace, Name: meta.Name, UID: meta.UID}
 		what := "the Pod template (" + where + ")"
 		id, ok := s.checkValue(res, t.Annotations, what)
+		if _, present := t.Annotations[AnnotationKey]; !present {
+			s.adoptable(res, meta, meta.Labels, t.Labels)
+		}
 		// A workload an operator made (a JobSet's Job) records its owner's
 		// identity; built-in owners (a Deployment's ReplicaSet) are not
 		// compared here.
@@ -547,6 +553,9 @@ func (s *scan) pods(ctx context.Context) error {
 			appID = "" // the shim attaches a gated Pod to no application
 		}
 		id, ok := s.checkValue(res, p.Annotations, "the Pod")
+		if _, present := p.Annotations[AnnotationKey]; !present {
+			s.adoptable(res, &p.ObjectMeta, p.Labels)
+		}
 		if ok {
 			s.checkOwner(ctx, res, p, id, appID)
 			if s.opts.Queues != nil {

@@ -157,10 +157,26 @@ func (s *scan) checkCustom(ctx context.Context, k *workloads.Kind, apiVersion st
 		return
 	}
 	id, ok := s.checkRecord(res, tmpls)
+	if !ok && recordsNone(tmpls) {
+		meta := metav1.ObjectMeta{OwnerReferences: u.GetOwnerReferences(), CreationTimestamp: u.GetCreationTimestamp(),
+			ManagedFields: u.GetManagedFields()}
+		s.adoptable(res, &meta, u.GetLabels())
+	}
 	if ok {
 		s.compareOwner(ctx, res, metav1.GetControllerOfNoCopy(u), id, "", "the object")
 	}
 	s.auditedKind(res, k.String())
+}
+
+// recordsNone reports whether no template, nor the object's own
+// annotations, carries user.info: what an adoption fixes.
+func recordsNone(tmpls []workloads.Template) bool {
+	for i := range tmpls {
+		if tmpls[i].Present {
+			return false
+		}
+	}
+	return true
 }
 
 // templatesOf finds the templates of an object of a custom kind, as the
