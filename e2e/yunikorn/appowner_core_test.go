@@ -93,7 +93,7 @@ func TestAppOwnershipMatchesYuniKorn(t *testing.T) {
 		})
 	}
 	t.Logf("total: %+v; joins through a Pod deleted within the window (the list path's known gap): %d", total, gaps)
-	if ran > 0 && total.joins == 0 || total.refused == 0 || total.admitted == 0 || total.removed == 0 {
+	if ran > 0 && (total.joins == 0 || total.refused == 0 || total.admitted == 0 || total.removed == 0) {
 		t.Errorf("the sequences exercised too little: %+v", total)
 	}
 }
@@ -105,6 +105,7 @@ type coreSim struct {
 	y       *yunikorn
 	deleted map[string][]deletion // by application ID
 	seen    map[string]bool       // "app/uid" checked already
+	present map[string]bool       // the core's applications at the last check
 	gaps    int
 }
 
@@ -248,11 +249,16 @@ func (c *coreSim) check() {
 			delete(c.seen, key)
 		}
 	}
+	for id := range c.present {
+		if !apps[id] {
+			c.stats.removed++
+			c.event("core: application %s completed and removed", id)
+		}
+	}
+	c.present = apps
 	for id := range c.deleted {
 		if !apps[id] {
 			delete(c.deleted, id)
-			c.stats.removed++
-			c.event("core: application %s gone", id)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	corecommon "github.com/apache/yunikorn-core/pkg/common"
 	"github.com/apache/yunikorn-core/pkg/entrypoint"
+	corelog "github.com/apache/yunikorn-core/pkg/log"
 	"github.com/apache/yunikorn-core/pkg/scheduler"
 	"github.com/apache/yunikorn-core/pkg/scheduler/objects"
 	"github.com/apache/yunikorn-k8shim/pkg/cache"
@@ -20,6 +21,7 @@ import (
 	"github.com/apache/yunikorn-k8shim/pkg/common/utils"
 	shimconf "github.com/apache/yunikorn-k8shim/pkg/conf"
 	"github.com/apache/yunikorn-k8shim/pkg/dispatcher"
+	shimlog "github.com/apache/yunikorn-k8shim/pkg/log"
 	"github.com/apache/yunikorn-scheduler-interface/lib/go/si"
 )
 
@@ -67,6 +69,11 @@ func startYuniKorn(t *testing.T, unique bool) *yunikorn {
 	c.GenerateUniqueAppIds = unique
 	shimconf.SetSchedulerConf(c)
 
+	// Their INFO lines (thousands a sequence, stack traces at shutdown)
+	// would bury the test's own.
+	quiet := map[string]string{"log.level": "ERROR"}
+	corelog.UpdateLoggingConfig(quiet)
+	shimlog.UpdateLoggingConfig(quiet)
 	core := entrypoint.StartAllServicesWithParams(false, false) // no REST listener
 	api := client.NewMockedAPIProvider(false)
 	api.GetAPIs().SchedulerAPI = core.RMProxy
@@ -84,7 +91,7 @@ func startYuniKorn(t *testing.T, unique bool) *yunikorn {
 	conf := shimconf.GetSchedulerConf()
 	if _, err := core.RMProxy.RegisterResourceManager(&si.RegisterResourceManagerRequest{
 		RmID: conf.ClusterID, Version: conf.ClusterVersion, PolicyGroup: conf.PolicyGroup,
-		BuildInfo: shimconf.GetBuildInfoMap(), Config: coreConfig,
+		BuildInfo: shimconf.GetBuildInfoMap(), Config: coreConfig, ExtraConfig: quiet,
 	}, callback); err != nil {
 		t.Fatalf("registering the shim with the core: %v", err)
 	}
