@@ -297,8 +297,9 @@ func TestHostile(t *testing.T) {
 	t.Run("many groups", func(t *testing.T) { manyGroups(t, s) })
 	t.Run("settings", func(t *testing.T) { dangerousSettings(t) })
 	t.Run("mixed load", mixedLoad)
-	t.Run("connection cap flood, trusted source", func(t *testing.T) { capFlood(t, false) })
-	t.Run("connection cap flood, client certificate", func(t *testing.T) { capFlood(t, true) })
+	t.Run("connection cap flood, trusted source", func(t *testing.T) { capFlood(t, trustSource) })
+	t.Run("connection cap flood, client certificate", func(t *testing.T) { capFlood(t, trustCertificate) })
+	t.Run("connection cap flood, no trust", func(t *testing.T) { capFlood(t, trustNone) })
 }
 
 // Class 1: requests that declare a 7 MiB body and send only their headers.

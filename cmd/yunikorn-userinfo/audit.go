@@ -28,6 +28,7 @@ type auditFlags struct {
 	apply         bool
 	schedulerName string
 	uniqueAppIDs  bool
+	completing    time.Duration
 	pageSize      int64
 	progressEvery int
 	quiet         bool
@@ -125,6 +126,7 @@ cluster serves the API and names the missing CRD if not. The exit code is
 	fs.BoolVar(&f.apply, "apply", false, "with -o openreports or -o policyreport: write the reports to the cluster instead of printing them")
 	fs.StringVar(&f.schedulerName, "scheduler-name", "yunikorn", "the scheduler name of YuniKorn: Pods and templates of other schedulers are skipped")
 	fs.BoolVar(&f.uniqueAppIDs, "unique-app-ids", false, "YuniKorn runs with admissionController.filtering.generateUniqueAppId: Pods without an application ID do not share their namespace's")
+	fs.DurationVar(&f.completing, "completing-timeout", audit.DefaultCompletingTimeout, "YuniKorn's completingTimeout: a finished Pod counts as its application's for this long after it finished (0: not at all)")
 	fs.Int64Var(&f.pageSize, "page-size", 500, "objects per list request")
 	fs.IntVar(&f.progressEvery, "progress-every", 5000, "a progress line on stderr every this many objects of a kind")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
@@ -151,6 +153,12 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 		return errors.New("nothing to audit: give --kubeconfig")
 	case f.pageSize <= 0:
 		return fmt.Errorf("invalid --page-size %d: want a positive number", f.pageSize)
+	case f.completing < 0:
+		return fmt.Errorf("invalid --completing-timeout %s: want a duration of zero or more such as 30s", f.completing)
+	}
+	completing := f.completing
+	if completing == 0 {
+		completing = -1 // audit.Options: negative counts no finished Pod
 	}
 	if f.yunikornURL != "" {
 		if _, err := audit.CheckRESTURL(f.yunikornURL); err != nil {
@@ -188,7 +196,7 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	}
 	opts := audit.Options{
 		Namespace: f.namespace, SchedulerName: f.schedulerName, PageSize: f.pageSize,
-		UniqueAppIDs: f.uniqueAppIDs, ProgressEvery: f.progressEvery, Logger: logger,
+		UniqueAppIDs: f.uniqueAppIDs, CompletingTimeout: completing, ProgressEvery: f.progressEvery, Logger: logger,
 		Workloads: kinds, Dynamic: dyn, Scheduling: sched,
 	}
 	if !f.quiet {

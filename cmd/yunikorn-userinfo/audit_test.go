@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,7 @@ func TestAudit_argumentErrors(t *testing.T) {
 		{[]string{"audit", "--kubeconfig", "k", "--apply"}, "--apply writes reports: give it with -o openreports or -o policyreport"},
 		{[]string{"audit", "--kubeconfig", "k", "--page-size", "0"}, "invalid --page-size 0: want a positive number"},
 		{[]string{"audit", "--kubeconfig", "k", "--yunikorn", "yunikorn-service:9080"}, `invalid --yunikorn: YuniKorn's REST API URL "yunikorn-service:9080": want http:// or https:// and a host`},
+		{[]string{"audit", "--kubeconfig", "k", "--completing-timeout", "-1s"}, "invalid --completing-timeout -1s: want a duration of zero or more such as 30s"},
 		{[]string{"audit", "extra"}, `unknown command "extra" for "yunikorn-userinfo audit"`},
 	} {
 		res := runCLIWith(t, nil, "", tc.args...)
@@ -127,6 +129,29 @@ func fakePod(ns, name, userInfo string) string {
 	}
 	return fmt.Sprintf(`{"metadata":{"namespace":%q,"name":%q,"uid":%q,"labels":{"applicationId":"app"}%s},"spec":{"schedulerName":"yunikorn"}}`,
 		ns, name, ns+"/"+name, ann)
+}
+
+// --completing-timeout: alice's Pod of application app finished 20 s ago,
+// so YuniKorn still keeps the application hers for its default 30 s and
+// bob's Pod is in it; with 10s, or 0, it is not.
+func TestAudit_completingTimeout(t *testing.T) {
+	t.Parallel()
+	end := time.Now().Add(-20 * time.Second).UTC().Format(time.RFC3339)
+	done := strings.Replace(fakePod("a", "p1", `{"user":"alice"}`), `"spec":{"schedulerName":"yunikorn"}`,
+		`"spec":{"schedulerName":"yunikorn"},"status":{"phase":"Succeeded","containerStatuses":[{"name":"c","state":{"terminated":{"exitCode":0,"finishedAt":"`+end+`"}}}]}`, 1)
+	kubeconfig, _, _ := fakeAPIServer(t, []string{done, fakePod("b", "p2", `{"user":"bob"}`)})
+	for _, tc := range []struct {
+		flag   string
+		shared bool
+	}{{"", true}, {"--completing-timeout=1m", true}, {"--completing-timeout=10s", false}, {"--completing-timeout=0", false}} {
+		args := []string{"audit", "--kubeconfig", kubeconfig, "-q", "-o", "json"}
+		if tc.flag != "" {
+			args = append(args, tc.flag)
+		}
+		res := runCLIWith(t, nil, "", args...)
+		require.Equal(t, 0, res.code, "stderr: %s", res.stderr)
+		assert.Equal(t, tc.shared, strings.Contains(res.stdout, `"application-id-shared"`), "%s: %s", tc.flag, res.stdout)
+	}
 }
 
 // audit against an API server: every output format, paging with

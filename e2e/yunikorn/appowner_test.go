@@ -195,6 +195,10 @@ type sim struct {
 	uids        int
 	stats       simStats
 	log         []string
+	// origin is the wall time of t=0 when the clock is real (the core's
+	// own timers run): a finished Pod's finish time is then the real one.
+	origin  time.Time
+	lastMsg string // the last refusal's message
 }
 
 var (
@@ -346,14 +350,15 @@ func (s *sim) ungate(live []*v1.Pod) {
 
 // update sends an UPDATE of old to pod through the policy, as the Pod's
 // own user, and hands it to the shim when admitted.
-func (s *sim) update(old, pod *v1.Pod, what string) {
+func (s *sim) update(old, pod *v1.Pod, what string) *v1.Pod {
 	admitted, out := s.admit(s.users[old.UID], admissionv1.Update, old, pod)
 	if !admitted {
-		return
+		return nil
 	}
 	s.replace(old, out)
 	s.event("%s %s/%s: %s", what, out.Namespace, out.Name, describeIDs(out))
 	s.shim.UpdatePod(old, out)
+	return out
 }
 
 // bind, finish and remove are the scheduler's, the kubelet's and the
@@ -528,6 +533,7 @@ func (s *sim) admit(user string, op admissionv1.Operation, old, pod *v1.Pod) (bo
 		if resp.Result != nil {
 			msg = resp.Result.Message
 		}
+		s.lastMsg = msg
 		s.event("refused %s %s/%s by %s (%s): %s", op, pod.Namespace, pod.Name, user, describeIDs(pod), msg)
 		if !strings.Contains(msg, "is owned by another user") && !strings.Contains(msg, "is already a task of YuniKorn application") {
 			t.Errorf("refused for another reason: %s", msg)
@@ -549,7 +555,11 @@ func (s *sim) clusterYAML() []byte {
 	for _, p := range s.pods {
 		p := p.DeepCopy()
 		if at, ok := s.finished[p.UID]; ok {
-			end := metav1.NewTime(wall.Add(at - s.now + clockSlack).Truncate(time.Second))
+			finish := wall.Add(at - s.now + clockSlack)
+			if !s.origin.IsZero() {
+				finish = s.origin.Add(at) // as the kubelet stamps it: whole seconds
+			}
+			end := metav1.NewTime(finish.Truncate(time.Second))
 			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", Image: "busybox",
 				State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: end, FinishedAt: end}}}}
 		}

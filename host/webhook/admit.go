@@ -36,8 +36,16 @@ import (
 // may take the last reserved places of total. When a connection needs a
 // place and there is none, an idle connection gives up its place: an idle
 // untrusted one first, and for a trusted newcomer an idle trusted one
-// after that, the one idle longest first. A connection is refused only
-// when every place is taken by connections with a request in flight.
+// after that, the one idle longest first. With none idle, the places are
+// shared fairly between source addresses: the untrusted source holding
+// the most proven connections gives up the one that has been silent
+// longest (a request in flight whose bytes stopped coming, as a
+// slowloris's), if the newcomer's address holds at least two fewer (a
+// trusted newcomer takes it whatever its address holds). So addresses
+// that fill every place with requests in flight cannot keep out another
+// address with fewer: the API server, whose source is not trusted in a
+// default install, always gets its share. A connection is refused only
+// when every place is busy and its own address holds as many as any.
 
 // Reasons an idle connection was evicted (the label of
 // yunikorn_userinfo_connections_evicted_total).
@@ -49,10 +57,13 @@ const (
 	EvictedBeforeRequest = "before_request"
 	// EvictedKeepAlive: idle between requests.
 	EvictedKeepAlive = "keepalive"
+	// EvictedBusy: a request in flight, from the address holding the most
+	// places, for a newcomer from an address holding fewer.
+	EvictedBusy = "busy"
 )
 
 // EvictionReasons are all the reasons of OnConnEvicted.
-var EvictionReasons = []string{EvictedHandshake, EvictedBeforeRequest, EvictedKeepAlive}
+var EvictionReasons = []string{EvictedHandshake, EvictedBeforeRequest, EvictedKeepAlive, EvictedBusy}
 
 // Connection classes.
 const (
@@ -76,6 +87,8 @@ type admitConn struct {
 	// is unproven after its handshake, or an idle HTTP/1 connection).
 	watch     atomic.Bool
 	closeOnce sync.Once
+	// lastRead is when the connection last sent a byte (UnixNano).
+	lastRead atomic.Int64
 
 	// Under t.mu.
 	class      int
@@ -87,13 +100,19 @@ type admitConn struct {
 	in         *list.List // src.conns, t.idle[class] or nil (busy)
 	elem       *list.Element
 	src        *source // while unproven
+	// mine is c's element in t.provenBy[ip] while it is proven and
+	// untrusted.
+	mine *list.Element
 }
 
 // Read watches for the first byte of a request.
 func (c *admitConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if n > 0 && c.watch.Load() && !c.t.busy(c) {
-		return 0, errNoRoom
+	if n > 0 {
+		c.lastRead.Store(time.Now().UnixNano())
+		if c.watch.Load() && !c.t.busy(c) {
+			return 0, errNoRoom
+		}
 	}
 	return n, err
 }
@@ -131,6 +150,9 @@ type connTable struct {
 	sources  map[netip.Addr]*source
 	byCount  map[int]map[*source]struct{}
 	heaviest int
+	// provenBy holds the proven untrusted connections of each source
+	// address, for the fair share of places once none is idle.
+	provenBy map[netip.Addr]*list.List
 }
 
 // source holds the unproven connections of one address, oldest first.
@@ -186,7 +208,7 @@ func (t *connTable) accept(raw net.Conn) (*admitConn, string) {
 		defer t.mu.Unlock()
 		if t.trustedSource(c.ip) {
 			c.class = trusted
-			if !t.makeRoom(trusted, &v) {
+			if !t.makeRoom(trusted, c.ip, &v) {
 				return refusedTotal
 			}
 			t.prove(c)
@@ -257,7 +279,7 @@ func (t *connTable) handshakeDone(c *admitConn, verified, h2 bool) bool {
 	case verified && t.trustCerts:
 		t.move(c, nil)
 		c.class = trusted
-		if !t.makeRoom(trusted, &v) {
+		if !t.makeRoom(trusted, c.ip, &v) {
 			t.drop(c)
 			refused = true
 			return false
@@ -292,7 +314,7 @@ func (t *connTable) busy(c *admitConn) bool {
 		if c.proven {
 			return false, false
 		}
-		if !t.makeRoom(untrusted, &v) {
+		if !t.makeRoom(untrusted, c.ip, &v) {
 			t.drop(c)
 			return true, true
 		}
@@ -355,9 +377,11 @@ func (t *connTable) open() int {
 
 // The methods below run under t.mu.
 
-// makeRoom makes a place for a proven connection of class, evicting an
-// idle connection if need be; false: there is none to evict.
-func (t *connTable) makeRoom(class int, v *victims) bool {
+// makeRoom makes a place for a proven connection of class from ip,
+// evicting an idle connection if need be, else the silent-longest busy
+// one of the untrusted address holding the most, if that is fairer;
+// false: there is none to evict.
+func (t *connTable) makeRoom(class int, ip netip.Addr, v *victims) bool {
 	if t.total <= 0 {
 		return true
 	}
@@ -377,13 +401,52 @@ func (t *connTable) makeRoom(class int, v *victims) bool {
 		t.evict(e.Value.(*admitConn), v)
 		return true
 	}
+	if h := t.heaviestProven(); h != nil && (class == trusted || h.Len() > t.provenOf(ip)+1) {
+		t.evict(silentLongest(h), v)
+		return true
+	}
 	return false
+}
+
+// heaviestProven is the list of proven untrusted connections of an
+// address holding the most of them, nil when there are none. It runs only
+// when every place is busy.
+func (t *connTable) heaviestProven() *list.List {
+	var h *list.List
+	for _, l := range t.provenBy {
+		if h == nil || l.Len() > h.Len() {
+			h = l
+		}
+	}
+	return h
+}
+
+// provenOf is how many proven untrusted connections ip holds.
+func (t *connTable) provenOf(ip netip.Addr) int {
+	if l := t.provenBy[ip]; l != nil {
+		return l.Len()
+	}
+	return 0
+}
+
+// silentLongest is the connection of l that sent its last byte the
+// longest ago.
+func silentLongest(l *list.List) *admitConn {
+	var out *admitConn
+	for e := l.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*admitConn); out == nil || c.lastRead.Load() < out.lastRead.Load() {
+			out = c
+		}
+	}
+	return out
 }
 
 // evict drops c and adds it to v, with the reason.
 func (t *connTable) evict(c *admitConn, v *victims) {
 	reason := EvictedKeepAlive
 	switch {
+	case c.proven && c.in == nil:
+		reason = EvictedBusy
 	case !c.handshaken:
 		reason = EvictedHandshake
 	case !c.requested:
@@ -397,6 +460,20 @@ func (t *connTable) evict(c *admitConn, v *victims) {
 func (t *connTable) prove(c *admitConn) {
 	c.proven = true
 	t.proven[c.class]++
+	if c.class == untrusted {
+		if t.provenBy == nil {
+			t.provenBy = map[netip.Addr]*list.List{}
+		}
+		l := t.provenBy[c.ip]
+		if l == nil {
+			l = list.New()
+			t.provenBy[c.ip] = l
+		}
+		c.mine = l.PushBack(c)
+		if c.lastRead.Load() == 0 {
+			c.lastRead.Store(time.Now().UnixNano())
+		}
+	}
 }
 
 // setIdle puts c at the back of its class's idle list.
@@ -478,6 +555,14 @@ func (t *connTable) drop(c *admitConn) {
 	if c.proven {
 		t.proven[c.class]--
 		c.proven = false
+	}
+	if c.mine != nil {
+		l := t.provenBy[c.ip]
+		l.Remove(c.mine)
+		c.mine = nil
+		if l.Len() == 0 {
+			delete(t.provenBy, c.ip)
+		}
 	}
 	if c.countedPerClient {
 		if n := t.byClient[c.ip]; n > 1 {

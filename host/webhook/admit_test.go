@@ -151,10 +151,19 @@ func TestConnTable_reserve(t *testing.T) {
 		_, _, ok := proven("127.0.0.2", false)
 		require.True(t, ok, "untrusted %d", i)
 	}
-	_, raw, ok := proven("127.0.0.3", false)
+	_, raw, ok := proven("127.0.0.2", false)
 	assert.False(t, ok, "the reserve is not for untrusted connections")
 	assert.True(t, raw.closed.Load())
 	assert.Equal(t, 1, ref.of(refusedTotal))
+	// An address holding fewer takes a place of the one holding the most:
+	// the untrusted connections stay within total - reserved.
+	_, _, ok = proven("127.0.0.3", false)
+	require.True(t, ok, "127.0.0.3 (0) takes a place of 127.0.0.2 (2)")
+	assert.Equal(t, 1, ev.of(EvictedBusy))
+	_, _, ok = proven("127.0.0.3", false)
+	assert.False(t, ok, "127.0.0.3 (1) against 127.0.0.2 (1): refused")
+	assert.Equal(t, 2, ref.of(refusedTotal))
+	assert.Equal(t, [2]int{2, 0}, tbl.proven)
 
 	a, _, ok := proven("127.0.0.9", true)
 	require.True(t, ok, "a verified client certificate takes a reserved place")
@@ -165,10 +174,16 @@ func TestConnTable_reserve(t *testing.T) {
 	_, _, ok = proven("10.0.0.8", false)
 	require.True(t, ok, "all busy but a trusted idle one: it yields to another trusted one")
 	assert.Equal(t, 1, ev.of(EvictedKeepAlive))
-	_, _, ok = proven("10.0.0.9", false)
-	assert.False(t, ok, "every place busy: refused")
+	for i := range 2 {
+		_, _, ok = proven("10.0.0.9", false)
+		require.True(t, ok, "every place busy: a trusted newcomer takes an untrusted one's (%d)", i)
+	}
+	assert.Equal(t, 3, ev.of(EvictedBusy))
+	assert.Equal(t, [2]int{0, 4}, tbl.proven)
+	_, _, ok = proven("10.0.0.10", false)
+	assert.False(t, ok, "every place busy and trusted: refused")
 	tbl.remove(b)
-	assert.Equal(t, [2]int{2, 1}, tbl.proven)
+	assert.Equal(t, [2]int{0, 3}, tbl.proven)
 }
 
 // clientHello is the first flight of a TLS client: sent alone, it leaves
@@ -366,17 +381,17 @@ func clientCertTLS(t *testing.T) (*tls.Config, *http.Client) {
 	return w.TLSConfig(), client
 }
 
-// TestMetrics_connectionsEvicted: the three reasons show from the start,
+// TestMetrics_connectionsEvicted: the four reasons show from the start,
 // and nothing else makes a series.
 func TestMetrics_connectionsEvicted(t *testing.T) {
 	t.Parallel()
 	metrics, err := NewMetrics(prometheus.NewRegistry(), nil, 1, "test")
 	require.NoError(t, err)
-	assert.Equal(t, 3, testutil.CollectAndCount(metrics.connEvicted))
+	assert.Equal(t, 4, testutil.CollectAndCount(metrics.connEvicted))
 	metrics.ConnectionEvicted(EvictedHandshake)
 	metrics.ConnectionEvicted(EvictedHandshake)
 	metrics.ConnectionEvicted("made-up " + strings.Repeat("x", 100))
-	assert.Equal(t, 3, testutil.CollectAndCount(metrics.connEvicted))
+	assert.Equal(t, 4, testutil.CollectAndCount(metrics.connEvicted))
 	assert.Equal(t, 2.0, testutil.ToFloat64(metrics.connEvicted.WithLabelValues(EvictedHandshake)))
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.connEvicted.WithLabelValues(EvictedKeepAlive)))
 	assert.Zero(t, testutil.ToFloat64(metrics.connEvicted.WithLabelValues(EvictedBeforeRequest)))
@@ -419,4 +434,51 @@ func TestServer_evictsIdleConns(t *testing.T) {
 	assert.True(t, closedByServer(bare[0]), "127.0.0.2's oldest bare connection is closed")
 	assert.Equal(t, 1, ev.of(EvictedHandshake))
 	assert.Zero(t, ref.of(refusedTotal)+ref.of(refusedPerClient), "nobody refused")
+}
+
+// TestConnTable_floodWithoutTrust: with the default limits and no trusted
+// source or client CA (a default install), 13 addresses fill every place
+// an untrusted connection may hold with requests in flight, and go on
+// opening more; the API server's connections all get in, and stay, at
+// the flood's expense.
+func TestConnTable_floodWithoutTrust(t *testing.T) {
+	t.Parallel()
+	ev, ref := newEvictions(), newEvictions()
+	tbl := &connTable{perClient: DefaultMaxConnsPerClient, total: DefaultMaxConns, reserved: DefaultReservedConns,
+		maxPending: DefaultMaxPendingConns, onEvict: ev.add, onRefuse: ref.add, byClient: map[netip.Addr]int{},
+		sources: map[netip.Addr]*source{}, byCount: map[int]map[*source]struct{}{}}
+	busy := func(src string) (*fakeConn, bool) {
+		raw := fakeFrom(src)
+		c, refused := tbl.accept(raw)
+		if refused != "" {
+			return raw, false
+		}
+		return raw, tbl.handshakeDone(c, false, false) && tbl.busy(c)
+	}
+	flood := func() (held int) {
+		for i := 2; i <= 14; i++ {
+			for range DefaultMaxConnsPerClient {
+				if _, ok := busy(fmt.Sprintf("127.0.0.%d", i)); ok {
+					held++
+				}
+			}
+		}
+		return held
+	}
+	flood()
+	assert.Equal(t, DefaultMaxConns-DefaultReservedConns, tbl.proven[untrusted], "the flood fills the untrusted places")
+	var api []*fakeConn
+	for i := range 50 {
+		raw, ok := busy("127.0.0.1")
+		require.True(t, ok, "the API server's connection %d gets in", i)
+		api = append(api, raw)
+	}
+	flood() // the flood goes on: it takes its own places only
+	for i, raw := range api {
+		assert.False(t, raw.closed.Load(), "the API server's connection %d stays", i)
+	}
+	assert.Equal(t, 50, tbl.provenOf(netip.MustParseAddr("127.0.0.1")))
+	assert.Equal(t, DefaultMaxConns-DefaultReservedConns, tbl.proven[untrusted])
+	assert.Positive(t, ev.of(EvictedBusy))
+	t.Logf("flood: %d busy connections evicted, %d refused", ev.of(EvictedBusy), ref.of(refusedTotal))
 }

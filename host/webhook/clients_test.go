@@ -77,10 +77,12 @@ func closedByServer(c net.Conn) bool {
 
 // TestServer_connectionLimits: one address holds at most
 // MaxConnsPerClient connections and all of them MaxConns busy ones; a
-// connection past the per-client limit is closed before its handshake,
-// one past MaxConns when it sends its request (none being idle), each
-// counted by reason; other addresses keep connecting, and a closed
-// connection gives its place back.
+// connection past the per-client limit is closed before its handshake;
+// past MaxConns with none idle, one from an address holding fewer takes
+// the place of the silent-longest connection of the address holding the
+// most, and one from an address holding as many is refused when it sends
+// its request, counted by reason; other addresses keep connecting, and a
+// closed connection gives its place back.
 func TestServer_connectionLimits(t *testing.T) {
 	t.Parallel()
 	tlsConfig, client := testTLS(t)
@@ -123,9 +125,21 @@ func TestServer_connectionLimits(t *testing.T) {
 		held = append(held, c)
 	}
 	waitFor(t, "the server to read the nine requests", func() bool { return provenConns(srv) == 9 })
+	// Every place busy: a tenth connection from an address holding none
+	// takes the place of the one silent longest (the first) of the address
+	// holding the most, 127.0.0.2 (5 against 4): shares, not first come.
 	c, err := busyFrom("127.0.0.4", addr)
 	require.NoError(t, err, "the handshake of a tenth connection")
-	assert.True(t, closedByServer(c), "past MaxConns, all busy, a request from any address is refused")
+	held = append(held, c)
+	assert.True(t, closedByServer(held[0]), "127.0.0.2's silent-longest connection gives up its place")
+	held = held[1:]
+	assert.Zero(t, refusedOf(refusedTotal))
+	waitFor(t, "the tenth request to be read", func() bool { return provenConns(srv) == 9 })
+	// 127.0.0.3 holds as many as any address now (4): its newcomer is
+	// refused when it sends its request.
+	c, err = busyFrom("127.0.0.3", addr)
+	require.NoError(t, err, "the handshake of 127.0.0.3's fifth connection")
+	assert.True(t, closedByServer(c), "past MaxConns, all busy, a request from an address holding the most is refused")
 	_ = c.Close()
 	assert.Equal(t, 1, refusedOf(refusedTotal))
 

@@ -221,7 +221,8 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 			Help: "Idle connections to the webhook port closed to make room for another (or, the unproven budget full, " +
 				"shed as they came from the source holding the most of it), by reason: handshake (its TLS handshake " +
 				"unfinished: a bare TCP connection or a half-done handshake), before_request (no request sent after the " +
-				"handshake) or keepalive (idle between requests).",
+				"handshake), keepalive (idle between requests) or busy (none idle: a request in flight, silent longest, of " +
+				"the address holding the most places, for a newcomer from an address holding fewer).",
 		}, []string{"reason"}),
 		wouldRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "monitor_would_refuse_total",

@@ -54,6 +54,15 @@ type Options struct {
 	// admissionController.filtering.generateUniqueAppId: Pods without an
 	// ID then each get an application of their own.
 	UniqueAppIDs bool
+	// CompletingTimeout is how long yunikorn-core keeps an application
+	// after its last Pod finished (its completingTimeout): a finished Pod
+	// counts as its application's for that long after its containers'
+	// last finish time, then no more. 0 is YuniKorn's default, 30s; a
+	// negative value counts no finished Pod.
+	CompletingTimeout time.Duration
+	// Now is the clock finished Pods are measured against (default
+	// time.Now).
+	Now func() time.Time
 	// OwnerCacheSize bounds the cache of controller templates (default
 	// 1024 entries).
 	OwnerCacheSize int
@@ -91,6 +100,12 @@ func (o *Options) defaults() {
 	}
 	if o.OwnerCacheSize <= 0 {
 		o.OwnerCacheSize = 1024
+	}
+	if o.CompletingTimeout == 0 {
+		o.CompletingTimeout = DefaultCompletingTimeout
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.ProgressEvery <= 0 {
 		o.ProgressEvery = 5000
@@ -561,7 +576,7 @@ func (s *scan) pods(ctx context.Context) error {
 			if s.opts.Queues != nil {
 				s.checkQueue(ctx, res, p, id, appID)
 			}
-			if appID != "" {
+			if appID != "" && s.counted(p) {
 				s.recordApp(appID, id.User, p.CreationTimestamp.Time, res, !s.failed)
 			}
 		}
@@ -573,6 +588,34 @@ func (s *scan) pods(ctx context.Context) error {
 		}
 		s.audited(res)
 	})
+}
+
+// DefaultCompletingTimeout is yunikorn-core v1.9's completingTimeout.
+const DefaultCompletingTimeout = 30 * time.Second
+
+// counted reports whether YuniKorn still counts the Pod p in its
+// application: it has not finished, or finished less than
+// CompletingTimeout ago by its containers' latest finish time (a
+// finished Pod with none finished now), as the policy's check counts it
+// (docs/BEHAVIOUR.md §3.5).
+func (s *scan) counted(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		return true
+	}
+	if s.opts.CompletingTimeout < 0 {
+		return false
+	}
+	var last time.Time
+	for _, c := range p.Status.ContainerStatuses {
+		if t := c.State.Terminated; t != nil && t.FinishedAt.After(last) {
+			last = t.FinishedAt.Time
+		}
+	}
+	now := s.opts.Now()
+	if last.IsZero() || last.After(now) {
+		return true
+	}
+	return now.Sub(last) < s.opts.CompletingTimeout
 }
 
 // checkOwner compares the Pod's identity with its controller's template.
