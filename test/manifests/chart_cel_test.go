@@ -194,7 +194,8 @@ func contextOn(key string, v any) bool {
 // renders in mode cel exactly when none of its rules needs the cluster,
 // and is refused otherwise with a message naming each such setting; mode
 // hybrid renders it unless it turns on a setting that admits what the CEL
-// policies refuse (trustRBAC, trustPodTokens, workloads).
+// policies refuse (trustRBAC, trustPodTokens, workloads, adopters,
+// followYuniKornConfig).
 func TestChart_celModeSettings(t *testing.T) {
 	t.Parallel()
 	f := readCELFile(t)
@@ -219,7 +220,8 @@ func TestChart_celModeSettings(t *testing.T) {
 		for k, v := range s {
 			if _, ok := f.ContextKeys[k]; ok && contextOn(k, v) {
 				need = append(need, k)
-				if k == "trustRBAC" || k == "trustPodTokens" || k == "workloads" {
+				switch k {
+				case "trustRBAC", "trustPodTokens", "workloads", "adopters", "followYuniKornConfig":
 					loose = append(loose, k)
 				}
 			}

@@ -512,9 +512,9 @@ admit what the CEL policies refuse are refused for mode hybrid. */}}
 {{- end -}}
 {{- else -}}
 {{- $loose := list -}}
-{{- range $on }}{{ if has . (list "trustRBAC" "trustPodTokens" "workloads") }}{{ $loose = append $loose (printf "settings.%s" .) }}{{ end }}{{ end -}}
+{{- range $on }}{{ if has . (list "trustRBAC" "trustPodTokens" "workloads" "adopters" "followYuniKornConfig") }}{{ $loose = append $loose (printf "settings.%s" .) }}{{ end }}{{ end -}}
 {{- if $loose -}}
-{{- fail (printf "mode: hybrid cannot use %s: the webhook would admit a supplied annotation (or an operator's copy of one) that the CEL policies refuse; use mode standalone" (join ", " $loose)) -}}
+{{- fail (printf "mode: hybrid cannot use %s: the webhook would admit a supplied annotation (an operator's copy, an adoption, or one the followed yunikorn-configs trusts) that the CEL policies refuse; use mode standalone" (join ", " $loose)) -}}
 {{- end -}}
 {{- if not (has .Values.hybrid.webhookFailurePolicy (list "Fail" "Ignore")) -}}
 {{- fail (printf "hybrid.webhookFailurePolicy: %q is not Fail or Ignore" .Values.hybrid.webhookFailurePolicy) -}}
