@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tidwall/gjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -126,6 +127,10 @@ type cachedObject struct {
 	// stored marks an object the first list already wrote into the store
 	// (it carries no JSON): the queue's Replace still needs its key.
 	stored bool
+	// entries are what the store's indexes get from the whole object
+	// (indexed: they were computed).
+	entries []heldEntry
+	indexed bool
 }
 
 // The store's key function and namespace index read these.
@@ -150,10 +155,13 @@ func (l *cachedList) DeepCopyObject() runtime.Object {
 	return &c
 }
 
-// keeper prunes objects of one kind to its declared fields.
+// keeper prunes objects of one kind to its declared fields, after running
+// the index functions of the kind, if any, on the whole object.
 type keeper struct {
-	r      Resource
-	fields maskNode // nil: everything but managedFields
+	r       Resource
+	fields  maskNode // nil: everything but managedFields
+	indexes []IndexSpec
+	now     func() time.Time
 }
 
 func newKeeper(r Resource, fields []string) *keeper {
@@ -280,7 +288,7 @@ func (w *firstListWatch) initialEvent(e watch.Event) watch.Event {
 		w.store.put(o)
 		return storedEvent(e, o, rv)
 	case watch.Deleted:
-		w.store.remove(u.GetNamespace(), u.GetName())
+		w.store.remove(u.GetNamespace(), u.GetName(), nil)
 	}
 	return e
 }
@@ -300,6 +308,9 @@ func (w *firstListWatch) Stop() {
 func (k *keeper) compact(obj map[string]any) (*cachedObject, error) {
 	meta, _ := obj["metadata"].(map[string]any)
 	o := &cachedObject{}
+	if len(k.indexes) > 0 {
+		o.entries, o.indexed = entriesOf(k.indexes, obj, k.now()), true
+	}
 	o.namespace, _ = meta["namespace"].(string)
 	o.name, _ = meta["name"].(string)
 	if meta != nil {

@@ -73,3 +73,12 @@ func (v *cachedView) List(ctx context.Context, r Resource, namespace string, l l
 	}
 	return out, nil
 }
+
+// IndexValues passes the index capability through to the backend viewed.
+func (v *cachedView) IndexValues(ctx context.Context, q IndexQuery) (IndexAnswer, error) {
+	ix, ok := v.Backend.(Indexer)
+	if !ok {
+		return IndexAnswer{}, fmt.Errorf("index %q: %w", q.Index, ErrNoIndex)
+	}
+	return ix.IndexValues(ctx, q)
+}
