@@ -275,7 +275,7 @@ func appOwnedByIndex(o appowners.Options, appID, user, ns, name string) (found, 
 // keeps the application that long. A deleted Pod, which yunikorn-core
 // also keeps that long, is not in the list: only the index sees it.
 func appOwnedByList(ao *appOwnershipSettings, appID, user, self string, s *Settings) (bool, error) {
-	items, err := listPods("spec.schedulerName="+escapeFieldValue(ao.schedulerName))
+	items, err := listPods("spec.schedulerName=" + escapeFieldValue(ao.schedulerName))
 	if err != nil {
 		return false, err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -390,11 +391,37 @@ func matchCached(o *cachedObject, namespace string, l labels.Selector, f fields.
 	if f.Empty() {
 		return true, nil
 	}
-	var obj map[string]any
-	if err := json.Unmarshal(o.raw, &obj); err != nil {
-		return false, err
+	return f.Matches(rawFields(o.raw)), nil
+}
+
+// rawFields are the scalar fields of an object's JSON by dotted path, as
+// flatten collects them, read where a field selector asks (not arrays;
+// null is absent).
+type rawFields []byte
+
+func (r rawFields) field(path string) (string, bool) {
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		parts[i] = gjson.Escape(p)
 	}
-	return matches(obj, namespace, labels.Everything(), f), nil
+	v := gjson.GetBytes(r, strings.Join(parts, "."))
+	switch v.Type {
+	case gjson.String:
+		return v.Str, true
+	case gjson.True:
+		return "true", true
+	case gjson.False:
+		return "false", true
+	case gjson.Number:
+		return strconv.FormatFloat(v.Num, 'f', -1, 64), true
+	}
+	return "", false
+}
+
+func (r rawFields) Has(path string) bool { _, ok := r.field(path); return ok }
+func (r rawFields) Get(path string) string {
+	v, _ := r.field(path)
+	return v
 }
 
 // pagedListWatch lists in pages of listPage objects, compacting each page
