@@ -259,6 +259,10 @@ func foldedKey(key string) string {
 	return ""
 }
 
+// DefaultLabelKey is the deprecated legacy label that named the user, the
+// default of the policy's userLabelKey.
+const DefaultLabelKey = "yunikorn.apache.org/username"
+
 // DefaultUser is the user YuniKorn's shim gives a Pod that records none.
 const DefaultUser = "nobody"
 
