@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -64,6 +65,27 @@ type capabilityOptions struct {
 	// applicationOwnership on, the watch cache of Pods keeps the index of
 	// application owners for them (appindex).
 	settings json.RawMessage
+}
+
+// keepUserLabel adds the settings' userLabelKey to the Pod labels the
+// cache keeps, where the declaration keeps only some: the policy reads a
+// Pod's user from it when the Pod has no user.info.
+func keepUserLabel(specs []kubecap.CacheSpec, settings json.RawMessage) []kubecap.CacheSpec {
+	o, _, err := appindex.FromSettings(settings)
+	if err != nil {
+		return specs
+	}
+	out := slices.Clone(specs)
+	for i, s := range out {
+		kept, ok := s.Keys["metadata.labels"]
+		if s.APIVersion != "v1" || s.Kind != "Pod" || !ok || slices.Contains(kept, o.UserLabelKey) {
+			continue
+		}
+		keys := maps.Clone(s.Keys)
+		keys["metadata.labels"] = append(slices.Clone(kept), o.UserLabelKey)
+		out[i].Keys = keys
+	}
+	return out
 }
 
 // appIndexes are the indexes the policy's settings ask of the host: the
@@ -156,6 +178,7 @@ func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte
 		}
 		specs = kubecap.MergeCacheSpecs(specs, over)
 	}
+	specs = keepUserLabel(specs, o.settings)
 	sync, err := parseResourceList("--sync-before-ready", o.syncBeforeReady)
 	if err != nil {
 		return nil, nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +58,42 @@ type CacheSpec struct {
 	// list whose selector requires one (=, ==, in) reads only the objects
 	// that have it; "*" indexes every label.
 	LabelIndex []string `json:"labelIndex,omitempty"`
+	// Keys keep, of a kept field that is a map (its dotted path, as
+	// "metadata.labels"), only the keys listed: an object stuffed with
+	// labels no policy reads costs the cache nothing for them. A list
+	// whose label selector names a label not kept is refused, since the
+	// cache cannot answer it.
+	Keys map[string][]string `json:"keys,omitempty"`
+}
+
+// labelsKept is the set of label keys s keeps, nil for all.
+func (s CacheSpec) labelsKept() map[string]bool {
+	keys, ok := s.Keys["metadata.labels"]
+	if !ok {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+// checkSelector refuses a label selector that names a label the cache
+// does not keep.
+func (s CacheSpec) checkSelector(l labels.Selector) error {
+	kept := s.labelsKept()
+	if kept == nil {
+		return nil
+	}
+	reqs, _ := l.Requirements()
+	for _, r := range reqs {
+		if !kept[r.Key()] {
+			return fmt.Errorf("label_selector: the host's cache of %s keeps only the labels %s, not %q",
+				s.resource(), strings.Join(slices.Sorted(maps.Keys(kept)), ", "), r.Key())
+		}
+	}
+	return nil
 }
 
 func (s CacheSpec) resource() Resource { return Resource{APIVersion: s.APIVersion, Kind: s.Kind} }
@@ -97,6 +134,17 @@ func ParseCacheSpecs(data []byte) ([]CacheSpec, error) {
 		for j, k := range s.LabelIndex {
 			if k == "" || strings.Contains(k, "=") {
 				return nil, fmt.Errorf("%s.labelIndex[%d]: %q is not a label key", at, j, k)
+			}
+			if kept := s.labelsKept(); kept != nil && (k == "*" || !kept[k]) {
+				return nil, fmt.Errorf("%s.labelIndex[%d]: %q is not among the labels kept (keys.metadata.labels)", at, j, k)
+			}
+		}
+		for _, path := range slices.Sorted(maps.Keys(s.Keys)) {
+			if path == "" || slices.Contains(strings.Split(path, "."), "") {
+				return nil, fmt.Errorf("%s.keys: %q is not a dotted path", at, path)
+			}
+			if len(s.Fields) > 0 && !slices.ContainsFunc(s.Fields, func(f string) bool { return f == path || strings.HasPrefix(path, f+".") }) {
+				return nil, fmt.Errorf("%s.keys: %q is not a kept field", at, path)
 			}
 		}
 	}
@@ -163,6 +211,23 @@ type keeper struct {
 	fields  maskNode // nil: everything but managedFields
 	indexes []IndexSpec
 	now     func() time.Time
+	keys    map[string]map[string]bool // path of a map: the keys kept
+}
+
+// withKeys is k keeping only the listed keys of the maps at those paths.
+func (k *keeper) withKeys(keys map[string][]string) *keeper {
+	if len(keys) == 0 {
+		return k
+	}
+	k.keys = map[string]map[string]bool{}
+	for path, list := range keys {
+		m := map[string]bool{}
+		for _, key := range list {
+			m[key] = true
+		}
+		k.keys[path] = m
+	}
+	return k
 }
 
 func newKeeper(r Resource, fields []string) *keeper {
@@ -328,6 +393,20 @@ func (k *keeper) compact(obj map[string]any) (*cachedObject, error) {
 				continue
 			}
 			obj[key] = child.prune(v)
+		}
+	}
+	for path, kept := range k.keys {
+		var m any = obj
+		for _, p := range strings.Split(path, ".") {
+			parent, _ := m.(map[string]any)
+			m = parent[p]
+		}
+		if m, ok := m.(map[string]any); ok {
+			for key := range m {
+				if !kept[key] {
+					delete(m, key)
+				}
+			}
 		}
 	}
 	// Items of a list carry no apiVersion and kind of their own.

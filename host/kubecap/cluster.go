@@ -334,7 +334,7 @@ func inNamespace(ns string) string {
 func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 	ctx := c.runCtx
 	spec := c.specs[r]
-	keep := newKeeper(r, spec.Fields)
+	keep := newKeeper(r, spec.Fields).withKeys(spec.Keys)
 	var ri dynamic.ResourceInterface = c.dynamic.Resource(k.gvr)
 	if ns != "" {
 		ri = c.dynamic.Resource(k.gvr).Namespace(ns)
@@ -514,6 +514,9 @@ func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, f
 func (c *Cluster) List(ctx context.Context, r Resource, namespace string, l labels.Selector, f fields.Selector) ([]json.RawMessage, error) {
 	k, err := c.kind(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.specs[r].checkSelector(l); err != nil {
 		return nil, err
 	}
 	s, err := c.store(ctx, r, k, namespace)

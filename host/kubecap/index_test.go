@@ -3,6 +3,7 @@ package kubecap
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -264,4 +265,44 @@ func TestCluster_index(t *testing.T) {
 	assert.Empty(t, ans.Values)
 	_, err = c.IndexValues(t.Context(), IndexQuery{Index: "nope", Key: "etl", Limit: 1})
 	assert.ErrorIs(t, err, ErrNoIndex)
+}
+
+// Keys keep only the listed keys of a map: a Pod stuffed with labels costs
+// the cache the ones kept; a list selecting on a label not kept is
+// refused, one on a kept label answered.
+func TestCacheSpec_keys(t *testing.T) {
+	specs, err := ParseCacheSpecs([]byte(`[{"apiVersion":"v1","kind":"Pod","watch":"cluster",
+		"fields":["metadata.name","metadata.namespace","metadata.labels","metadata.annotations"],
+		"keys":{"metadata.labels":["app"],"metadata.annotations":["until"]},"labelIndex":["app"]}]`))
+	require.NoError(t, err)
+	p := indexPod("a", "p", "etl", "alice", "2026-01-01T00:00:00Z")
+	stuffed := p["metadata"].(map[string]any)["labels"].(map[string]any)
+	for i := range 16000 {
+		stuffed[fmt.Sprintf("stuffing-%05d", i)] = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	}
+	o, err := newKeeper(specs[0].resource(), specs[0].Fields).withKeys(specs[0].Keys).compact(p)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a","labels":{"app":"etl"},"annotations":{"until":"2026-01-01T00:00:00Z"}}}`, string(o.raw))
+
+	replay, err := LoadReplay("testdata/cluster")
+	require.NoError(t, err)
+	view := CachedView(replay, specs)
+	_, err = view.List(t.Context(), Resource{"v1", "Pod"}, "", labels.SelectorFromSet(labels.Set{"user": "alice"}), fields.Everything())
+	assert.EqualError(t, err, `label_selector: the host's cache of v1/Pod keeps only the labels app, not "user"`)
+	_, err = view.List(t.Context(), Resource{"v1", "Pod"}, "", labels.SelectorFromSet(labels.Set{"app": "etl"}), fields.Everything())
+	assert.NoError(t, err)
+
+	for decl, want := range map[string]string{
+		`[{"apiVersion":"v1","kind":"Pod","keys":{"metadata.labels":["app"]},"labelIndex":["user"]}]`:                      `labelIndex[0]: "user" is not among the labels kept`,
+		`[{"apiVersion":"v1","kind":"Pod","fields":["metadata.name"],"keys":{"metadata.labels":["app"]}}]`:                 `keys: "metadata.labels" is not a kept field`,
+		`[{"apiVersion":"v1","kind":"Pod","keys":{"metadata..labels":["app"]}}]`:                                           `keys: "metadata..labels" is not a dotted path`,
+		`[{"apiVersion":"v1","kind":"Pod","fields":["metadata"],"keys":{"metadata.labels":["app"]},"labelIndex":["app"]}]`: ``,
+	} {
+		_, err := ParseCacheSpecs([]byte(decl))
+		if want == "" {
+			assert.NoError(t, err, decl)
+		} else {
+			assert.ErrorContains(t, err, want, decl)
+		}
+	}
 }
