@@ -118,6 +118,10 @@ type options struct {
 	// of the reviews a Pod without an application ID there.
 	fatPods, fatLabels int
 	idless             bool
+	// Bounds a step must hold (0: none): the peak RSS, and no review
+	// failing (a 500 or 503, a timeout).
+	maxRSSMiB float64
+	noErrors  bool
 }
 
 func run(ctx context.Context) error {
@@ -135,6 +139,8 @@ func run(ctx context.Context) error {
 	flag.IntVar(&o.connections, "connections", 8, "connections of the review load")
 	flag.IntVar(&o.fatPods, "fat-pods", 0, "gated Pods stuffed with -fat-labels labels each, written before the steps in the first namespace")
 	flag.IntVar(&o.fatLabels, "fat-labels", 16000, "labels of each -fat-pods Pod")
+	flag.Float64Var(&o.maxRSSMiB, "max-rss-mib", 0, "fail a step whose peak RSS exceeds this (0: no bound)")
+	flag.BoolVar(&o.noErrors, "no-errors", false, "fail a step in which a review failed (not 200, or timed out)")
 	flag.BoolVar(&o.idless, "idless", false, "make a third of the reviews Pods without an application ID in the first namespace (its generated application)")
 	var limits string
 	flag.StringVar(&limits, "gomemlimits", "", `GOMEMLIMIT values of serve, comma-separated, one replica measured with each per step `+
@@ -230,10 +236,25 @@ func run(ctx context.Context) error {
 			log.Info("step", "pods", n, "gomemlimit", limit, "ready_ms", r.ReadyMS, "sync_ms", r.SyncMS, "rss_mib", r.RSSLoadMiB, "peak_mib", r.RSSPeakMiB,
 				"heap_mib", r.HeapMiB, "cache_offheap_mib", r.CacheMiB, "watches", r.Watches, "p50_ms", r.P50MS, "p99_ms", r.P99MS, "allowed", r.Allowed, "denied", r.Denied, "errors", r.Errors)
 			results = append(results, r)
+			if err := o.bounds(r); err != nil {
+				_ = write(o.out, results)
+				return fmt.Errorf("%d pods: %w", n, err)
+			}
 		}
 		if err := write(o.out, results); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// bounds checks a step against -max-rss-mib and -no-errors.
+func (o options) bounds(r Result) error {
+	if o.maxRSSMiB > 0 && r.RSSPeakMiB > o.maxRSSMiB {
+		return fmt.Errorf("peak RSS %.0f MiB is over the bound of %.0f MiB", r.RSSPeakMiB, o.maxRSSMiB)
+	}
+	if o.noErrors && r.Errors > 0 {
+		return fmt.Errorf("%d of %d reviews failed", r.Errors, r.Sent)
 	}
 	return nil
 }
