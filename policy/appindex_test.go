@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -113,4 +114,57 @@ func TestAppIndexOptionsMatchThePolicy(t *testing.T) {
 		}
 	}
 	assert.Greater(t, checked, 5)
+}
+
+// appOwned asks the index, exactly; an answer it cannot read, or an
+// error, sends it to the list of the scheduler's Pods (a fixed field
+// selector, escaped).
+func TestAppOwned_indexThenList(t *testing.T) {
+	s, err := parseSettings(gjson.Parse(`{"applicationOwnership":{"mode":"enforce","schedulerName":"yk,1=a\\b"},"userLabelKey":"u"}`))
+	require.NoError(t, err)
+	var calls []string
+	answer := func(index string, indexErr error) {
+		calls = nil
+		withHost(t, func(binding, namespace, operation string, payload []byte) ([]byte, error) {
+			calls = append(calls, binding+"/"+namespace+"/"+operation+" "+string(payload))
+			if binding == indexBinding {
+				return []byte(index), indexErr
+			}
+			return []byte(`{"items":[]}`), nil
+		})
+	}
+	name := s.AppOwnership.options("u").IndexName()
+
+	answer(`{"values":["bob"],"more":false}`, nil)
+	found, err := appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
+	require.NoError(t, err)
+	assert.True(t, found)
+	require.Len(t, calls, 1, "the index answers alone")
+	q := gjson.Parse(strings.TrimPrefix(calls[0], "io.yunikorn-userinfo.host/index/values "))
+	assert.Equal(t, name, q.Get("index").String())
+	assert.JSONEq(t, `{"key":"etl","except":"alice","limit":1,"exclude":{"namespace":"ns","name":"p"}}`,
+		`{"key":`+q.Get("key").Raw+`,"except":`+q.Get("except").Raw+`,"limit":`+q.Get("limit").Raw+`,"exclude":`+q.Get("exclude").Raw+`}`)
+
+	answer(`{"values":[],"more":true}`, nil)
+	found, _ = appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
+	assert.True(t, found, "more values than the limit: owned")
+	answer(`{"values":[],"more":false}`, nil)
+	found, _ = appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
+	assert.False(t, found)
+	assert.Len(t, calls, 1)
+
+	for _, bad := range []struct {
+		answer string
+		err    error
+	}{{"", errors.New("unknown binding")}, {`{"values":"bob"}`, nil}, {`not json`, nil}} {
+		answer(bad.answer, bad.err)
+		found, err = appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
+		require.NoError(t, err)
+		assert.False(t, found)
+		require.Len(t, calls, 2, "%q: then the list", bad.answer)
+		list := strings.TrimPrefix(calls[1], "kubewarden/kubernetes/list_resources_all ")
+		assert.Equal(t, `spec.schedulerName=yk\,1\=a\\b`, gjson.Get(list, "field_selector").String())
+		assert.True(t, gjson.Get(list, "field_masks").IsArray())
+		assert.False(t, gjson.Get(list, "label_selector").Exists())
+	}
 }
