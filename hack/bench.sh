@@ -23,6 +23,11 @@
 #                 applicationOwnership and trustPodTokens: RSS, first sync,
 #                 Pod watches, review latency at SCALE_RATE
 #                                                  -> $OUT/scale.json
+#                 then the denial-of-service reproductions against
+#                 application ownership (60 label-stuffed gated Pods; one
+#                 namespace of SCALE_DOS_PODS Pods): peak RSS under 256 MiB
+#                 and no failed review, or the step fails
+#                                                  -> $OUT/scale-dos-*.json
 #   5b. modes     e2e/cmd/admbench: Pod-create latency through a real
 #                 kube-apiserver per deployment mode (none, cel, hybrid,
 #                 the webhook pair, its mutating half, a null webhook),
@@ -78,6 +83,7 @@ if [[ "$QUICK" == 1 ]]; then
   SCALING_SIZES=${SCALING_SIZES:-"1|10|100"}
   SCALING_BENCHTIME=${SCALING_BENCHTIME:-100ms}
   SCALE_PODS=${SCALE_PODS:-500,2000}
+  SCALE_DOS_PODS=${SCALE_DOS_PODS:-2000}
   SCALE_NAMESPACES=${SCALE_NAMESPACES:-20}
   SCALE_DURATION=${SCALE_DURATION:-2s}
   MODES_PODS=${MODES_PODS:-60}
@@ -104,6 +110,7 @@ PORT=${PORT:-18443}
 METRICS_PORT=${METRICS_PORT:-19090}
 COLDSTART_RUNS=${COLDSTART_RUNS:-10}
 SCALE_PODS=${SCALE_PODS:-1000,10000,30000,100000}
+SCALE_DOS_PODS=${SCALE_DOS_PODS:-20000}
 SCALE_NAMESPACES=${SCALE_NAMESPACES:-1000}
 SCALE_RATE=${SCALE_RATE:-500}
 SCALE_DURATION=${SCALE_DURATION:-10s}
@@ -245,6 +252,16 @@ else
   (cd e2e && CGO_ENABLED=0 "$GO" run ./cmd/scalebench -pods "$SCALE_PODS" -namespaces "$SCALE_NAMESPACES" \
     -rate "$SCALE_RATE" -duration "$SCALE_DURATION" -serve "$bin_abs" -out "$out_abs/scale.json") ||
     fail scale "e2e/cmd/scalebench"
+  # The denial-of-service reproductions against application ownership: 60
+  # gated Pods stuffed with 16,000 labels, then a namespace of 20,000 Pods
+  # (QUICK: 2,000), a third of the reviews Pods without an ID there. Each
+  # must stay under the chart's 256 MiB and fail no review.
+  (cd e2e && CGO_ENABLED=0 "$GO" run ./cmd/scalebench -pods 2000 -namespaces 20 -fat-pods 60 -idless \
+    -rate "$SCALE_RATE" -duration "$SCALE_DURATION" -serve "$bin_abs" -max-rss-mib 256 -no-errors \
+    -out "$out_abs/scale-dos-fat.json") || fail scale-dos "e2e/cmd/scalebench -fat-pods 60"
+  (cd e2e && CGO_ENABLED=0 "$GO" run ./cmd/scalebench -pods "$SCALE_DOS_PODS" -namespaces 1 -idless \
+    -rate "$SCALE_RATE" -duration "$SCALE_DURATION" -serve "$bin_abs" -max-rss-mib 256 -no-errors \
+    -out "$out_abs/scale-dos-namespace.json") || fail scale-dos "e2e/cmd/scalebench -namespaces 1"
 fi
 
 # 5b. Each deployment mode's cost to a Pod create through the API server.

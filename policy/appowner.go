@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/yunikorn-userinfo/userinfo/policy/appid"
+	"github.com/yunikorn-userinfo/userinfo/policy/appowners"
 )
 
 // Application ownership (docs/BEHAVIOUR.md §3.5): YuniKorn adds a Pod to
@@ -39,7 +40,7 @@ type appOwnershipSettings struct {
 // schedulerName, generateUniqueAppIds, completingTimeout}.
 func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSettings {
 	const key = "settings." + keyAppOwnership
-	a := &appOwnershipSettings{mode: queueCheckOff, schedulerName: "yunikorn", completingTimeout: defaultCompletingTimeout}
+	a := &appOwnershipSettings{mode: queueCheckOff, schedulerName: appowners.DefaultSchedulerName, completingTimeout: defaultCompletingTimeout}
 	mode := func(path string, m gjson.Result) { parseMode(errs, path, m, &a.mode) }
 	if v.Type == gjson.String {
 		mode(key, v)
@@ -77,7 +78,7 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 
 // defaultCompletingTimeout is yunikorn-core v1.9's completingTimeout: how
 // long it keeps an application after its last task completed.
-const defaultCompletingTimeout = 30 * time.Second
+const defaultCompletingTimeout = appowners.DefaultCompletingTimeout
 
 // parseCompletingTimeout reads a non-negative duration such as "30s".
 func parseCompletingTimeout(errs *settingsError, path string, f gjson.Result) time.Duration {
@@ -181,8 +182,9 @@ func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, ol
 		}
 	}
 	user, _ := recordedIdentity(d, cur, s)
-	self := ns + "/" + str(pod.Get("metadata.name"))
-	found, err := appOwned(ao, appID, user, self, s)
+	name := str(pod.Get("metadata.name"))
+	self := ns + "/" + name
+	found, err := appOwned(ao, appID, user, ns, name, s)
 	if err != nil {
 		return checkSkipped(d, "application ownership check", "the Pods of application "+appID+" could not be listed: "+err.Error())
 	}
@@ -214,14 +216,66 @@ const ownerHint = "; who owns it is not shown here: a user who may list Pods in 
 const podListFields = `["metadata.name","metadata.namespace","metadata.uid","metadata.labels","metadata.annotations","spec.schedulerName","spec.schedulingGates","status.phase","status.containerStatuses.state.terminated.finishedAt"]`
 
 // appOwned reports whether application appID is another user's than user:
-// whether a Pod of another user, other than self (namespace/name), is a
-// task of it that the shim still counts. The shim keys applications by
-// the ID alone, so the Pods of every namespace are read, each resolved as
-// the shim resolves it (explicit, generated, cut, per Pod); a gated Pod is
-// no task; a finished one counts until completingTimeout after it
-// finished, as yunikorn-core keeps the application that long.
-func appOwned(ao *appOwnershipSettings, appID, user, self string, s *Settings) (bool, error) {
-	items, err := listPods("", "")
+// whether a Pod of another user, other than the Pod ns/name, is a task of
+// it that the shim still counts. The host's index of application owners
+// answers where it has one for these settings (serve, run); elsewhere
+// (policy-server) the Pods are listed (appOwnedByList).
+func appOwned(ao *appOwnershipSettings, appID, user, ns, name string, s *Settings) (bool, error) {
+	if found, ok := appOwnedByIndex(ao.options(s.UserLabelKey), appID, user, ns, name); ok {
+		return found, nil
+	}
+	return appOwnedByList(ao, appID, user, ns+"/"+name, s)
+}
+
+// The host capability of this project's hosts that answers from an index
+// kept by their watch cache (binding, namespace, operation).
+const (
+	indexBinding   = "io.yunikorn-userinfo.host"
+	indexNamespace = "index"
+	indexValues    = "values"
+)
+
+// appOwnedByIndex asks the host's index of application owners whether
+// application appID has an owner other than user, the Pod ns/name aside:
+// an answer of at most one user, whatever the size of the cluster. ok is
+// false where the host offers no such index for these options (a
+// Kubewarden host, or settings changed since the host started): any
+// error means that the Pods must be listed instead, which is as exact.
+func appOwnedByIndex(o appowners.Options, appID, user, ns, name string) (found, ok bool) {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"index":`...)
+	b = appendJSONString(b, o.IndexName())
+	b = append(b, `,"key":`...)
+	b = appendJSONString(b, appID)
+	b = append(b, `,"except":`...)
+	b = appendJSONString(b, user)
+	b = append(b, `,"limit":1,"exclude":{"namespace":`...)
+	b = appendJSONString(b, ns)
+	b = append(b, `,"name":`...)
+	b = appendJSONString(b, name)
+	b = append(b, `}}`...)
+	out, err := callHost(indexBinding, indexNamespace, indexValues, b)
+	if err != nil || !gjson.ValidBytes(out) {
+		return false, false
+	}
+	values := gjson.GetBytes(out, "values")
+	if !values.IsArray() {
+		return false, false
+	}
+	return len(values.Array()) > 0 || gjson.GetBytes(out, "more").Bool(), true
+}
+
+// appOwnedByList answers appOwned from a list of the scheduler's Pods
+// (the field selector spec.schedulerName: Pods of other schedulers join
+// no application), with the fields it reads (field masks), stopping at the
+// first other owner. The shim keys applications by the ID alone, so the
+// Pods of every namespace are read, each resolved as the shim resolves it
+// (explicit, generated, cut, per Pod); a gated Pod is no task; a finished
+// one counts until completingTimeout after it finished, as yunikorn-core
+// keeps the application that long. A deleted Pod, which yunikorn-core
+// also keeps that long, is not in the list: only the index sees it.
+func appOwnedByList(ao *appOwnershipSettings, appID, user, self string, s *Settings) (bool, error) {
+	items, err := listPods("spec.schedulerName=" + escapeFieldValue(ao.schedulerName))
 	if err != nil {
 		return false, err
 	}
@@ -254,31 +308,43 @@ func appOwned(ao *appOwnershipSettings, appID, user, self string, s *Settings) (
 	return found, nil
 }
 
+// escapeFieldValue escapes a field selector's value as
+// fields.EscapeValue does: a backslash, comma or equals sign.
+func escapeFieldValue(v string) string {
+	if !strings.ContainsAny(v, `\,=`) {
+		return v
+	}
+	b := make([]byte, 0, len(v)+4)
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '\\', ',', '=':
+			b = append(b, '\\')
+		}
+		b = append(b, v[i])
+	}
+	return string(b)
+}
+
 // completing reports whether the finished Pod p still holds its
-// application: it finished less than completingTimeout ago, by the latest
-// finish time of its containers. A Pod with no finish time, or one the
-// clock has not reached, finished now.
+// application at now (appowners.Options.HeldUntil, by the latest finish
+// time of its containers).
 func (a *appOwnershipSettings) completing(p gjson.Result, now time.Time) bool {
-	var last time.Time
-	known := false
+	var times []string
 	p.Get("status.containerStatuses").ForEach(func(_, c gjson.Result) bool {
-		v := c.Get("state.terminated.finishedAt")
-		if v.Type != gjson.String {
-			return true
-		}
-		t, err := time.Parse(time.RFC3339, str(v))
-		if err != nil {
-			return true
-		}
-		if !known || t.After(last) {
-			last, known = t, true
+		if v := c.Get("state.terminated.finishedAt"); v.Type == gjson.String {
+			times = append(times, str(v))
 		}
 		return true
 	})
-	if !known || last.After(now) {
-		return a.completingTimeout > 0
-	}
-	return now.Sub(last) < a.completingTimeout
+	last, known := appowners.Latest(times)
+	return now.Before(a.options("").HeldUntil(last, known, now))
+}
+
+// options are the model's parameters for the host's index, with the
+// settings' userLabelKey.
+func (a *appOwnershipSettings) options(userLabelKey string) appowners.Options {
+	return appowners.Options{SchedulerName: a.schedulerName, UniqueAppIDs: a.uniqueAppIDs,
+		CompletingTimeout: a.completingTimeout, UserLabelKey: userLabelKey}
 }
 
 // unbound reports whether a Pod (as pm has it) is not yet bound to a node:
@@ -291,11 +357,7 @@ func unbound(pm *podMeta) bool {
 // terminated reports whether a Pod has finished: the shim no longer counts
 // it in its application, which completes once no live Pod is left.
 func terminated(p gjson.Result) bool {
-	switch p.Get("status.phase").String() {
-	case "Succeeded", "Failed":
-		return true
-	}
-	return false
+	return appowners.Finished(p.Get("status.phase").String())
 }
 
 // podUser is the user YuniKorn reads from a stored Pod's metadata.
@@ -305,27 +367,19 @@ func podUser(meta gjson.Result, s *Settings) string {
 	return user
 }
 
-// listPods asks the host for the Pods that match selector ("" for all),
-// with only the fields the ownership check reads: those of namespace ns
-// (kubernetes/list_resources_by_namespace), or of every namespace when ns is
-// "" (kubernetes/list_resources_all).
-func listPods(ns, selector string) (gjson.Result, error) {
+// listPods asks the host for the Pods of every namespace that match the
+// field selector (kubernetes/list_resources_all), with only the fields the
+// ownership check reads. policy-server keeps a watch per distinct selector,
+// for good: a selector must come from the settings, never from a request
+// (one per application ID would be a watch per application).
+func listPods(fieldSelector string) (gjson.Result, error) {
 	b := make([]byte, 0, 256)
-	b = append(b, `{"api_version":"v1","kind":"Pod"`...)
-	op := "list_resources_all"
-	if ns != "" {
-		op = "list_resources_by_namespace"
-		b = append(b, `,"namespace":`...)
-		b = appendJSONString(b, ns)
-	}
-	if selector != "" {
-		b = append(b, `,"label_selector":`...)
-		b = appendJSONString(b, selector)
-	}
+	b = append(b, `{"api_version":"v1","kind":"Pod","field_selector":`...)
+	b = appendJSONString(b, fieldSelector)
 	b = append(b, `,"field_masks":`...)
 	b = append(b, podListFields...)
 	b = append(b, '}')
-	out, err := callHost("kubewarden", "kubernetes", op, b)
+	out, err := callHost("kubewarden", "kubernetes", "list_resources_all", b)
 	if err != nil {
 		return gjson.Result{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/yunikorn-userinfo/userinfo/policy/queues"
+	"github.com/yunikorn-userinfo/userinfo/policy/userinfo"
 )
 
 // Queue check modes (docs/BEHAVIOUR.md §3.2).
@@ -122,7 +123,7 @@ const (
 	annotationQueue     = "yunikorn.apache.org/queue"
 	labelQueue          = "queue"
 	annotationParent    = "yunikorn.apache.org/parentqueue"
-	defaultUser         = "nobody"
+	defaultUser         = userinfo.DefaultUser
 )
 
 // checkQueue applies the queue check to a CREATE the identity rules
@@ -257,30 +258,9 @@ func recordedIdentity(d decision, cur *podMeta, s *Settings) (string, []string) 
 }
 
 // userOfRecord is the user and groups YuniKorn reads from a pod's
-// user.info value (if it has one) and its legacy user label: the value's
-// user when the value is set (nobody when it is not valid JSON or names
-// no user), else the label, else nobody.
+// user.info value and legacy user label (userinfo.OfRecord).
 func userOfRecord(value string, hasValue bool, label string) (string, []string) {
-	if hasValue && value != "" {
-		if !gjson.Valid(value) {
-			return defaultUser, nil
-		}
-		v := gjson.Parse(value)
-		user := str(v.Get("user"))
-		var groups []string
-		v.Get("groups").ForEach(func(_, g gjson.Result) bool {
-			groups = append(groups, str(g))
-			return true
-		})
-		if user == "" {
-			user = defaultUser
-		}
-		return user, groups
-	}
-	if label != "" {
-		return label, nil
-	}
-	return defaultUser, nil
+	return userinfo.OfRecord(value, hasValue, label)
 }
 
 // loadQueuesYAML reads <policyGroup>.yaml as the shim assembles it:

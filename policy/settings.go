@@ -9,6 +9,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/policy/jsonx"
 	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
+	"github.com/yunikorn-userinfo/userinfo/policy/userinfo"
 )
 
 // Setting keys, as operators write them in the Kubewarden settings object.
@@ -42,7 +43,7 @@ var defaultSystemUsers = []string{
 }
 
 // DefaultUserLabelKey is the deprecated legacy label that named the user.
-const DefaultUserLabelKey = "yunikorn.apache.org/username"
+const DefaultUserLabelKey = userinfo.DefaultLabelKey
 
 // Settings is the validated policy configuration (docs/BEHAVIOUR.md §3).
 type Settings struct {

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/appindex"
 )
 
 // syncGCPercent is the collector's GOGC while serve waits for the first
@@ -58,6 +61,49 @@ type capabilityOptions struct {
 	// before serve reports ready.
 	syncBeforeReady []string
 	observe         func(op, outcome string, d time.Duration)
+	// settings are the policy's settings at start: with
+	// applicationOwnership on, the watch cache of Pods keeps the index of
+	// application owners for them (appindex).
+	settings json.RawMessage
+}
+
+// keepUserLabel adds the settings' userLabelKey to the Pod labels the
+// cache keeps, where the declaration keeps only some: the policy reads a
+// Pod's user from it when the Pod has no user.info.
+func keepUserLabel(specs []kubecap.CacheSpec, settings json.RawMessage) []kubecap.CacheSpec {
+	o, _, err := appindex.FromSettings(settings)
+	if err != nil {
+		return specs
+	}
+	out := slices.Clone(specs)
+	for i, s := range out {
+		kept, ok := s.Keys["metadata.labels"]
+		if s.APIVersion != "v1" || s.Kind != "Pod" || !ok || slices.Contains(kept, o.UserLabelKey) {
+			continue
+		}
+		keys := maps.Clone(s.Keys)
+		keys["metadata.labels"] = append(slices.Clone(kept), o.UserLabelKey)
+		out[i].Keys = keys
+	}
+	return out
+}
+
+// appIndexes are the indexes the policy's settings ask of the host: the
+// index of application owners, with applicationOwnership on and Pods
+// among the module's resources. Settings this cannot read are left to the
+// policy's validate_settings to refuse.
+func appIndexes(logger *slog.Logger, settings json.RawMessage, resources []kubecap.Resource) []kubecap.IndexSpec {
+	o, on, err := appindex.FromSettings(settings)
+	if err != nil {
+		logger.Warn("no index of application owners", "error", err)
+		return nil
+	}
+	spec := appindex.Spec(o)
+	if !on || !slices.Contains(resources, spec.Resource) {
+		return nil
+	}
+	logger.Info("keeping an index of application owners", "index", spec.Name)
+	return []kubecap.IndexSpec{spec}
 }
 
 // parseResourceList reads "v1/Pod", "ray.io/v1/RayJob", ...: the kind is
@@ -132,6 +178,7 @@ func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte
 		}
 		specs = kubecap.MergeCacheSpecs(specs, over)
 	}
+	specs = keepUserLabel(specs, o.settings)
 	sync, err := parseResourceList("--sync-before-ready", o.syncBeforeReady)
 	if err != nil {
 		return nil, nil, err
@@ -141,23 +188,26 @@ func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte
 			return nil, nil, fmt.Errorf("invalid --sync-before-ready %s: the module does not declare it in contextAwareResources", r)
 		}
 	}
+	indexes := appIndexes(logger, o.settings, resources)
 	var backend kubecap.Backend
 	if o.contextDir != "" {
 		r, err := kubecap.LoadReplay(o.contextDir)
 		if err != nil {
 			return nil, nil, err
 		}
-		backend = r
+		backend = r.WithIndexes(nil, indexes...)
 	} else {
 		cfg, err := kubeConfig(o.kubeconfig)
 		if err != nil {
 			return nil, nil, err
 		}
-		c, err := kubecap.NewCluster(ctx, kubecap.ClusterOptions{Config: cfg, Resources: resources, Cache: specs, Logger: logger.With("component", "kubernetes")})
+		c, err := kubecap.NewCluster(ctx, kubecap.ClusterOptions{Config: cfg, Resources: resources, Cache: specs, Indexes: indexes,
+			Logger: logger.With("component", "kubernetes")})
 		if err != nil {
 			return nil, nil, err
 		}
 		go func() { <-ctx.Done(); c.Close() }()
+		c.StartIndexes()
 		backend = c
 		if len(sync) > 0 {
 			warm = func(ctx context.Context) error {

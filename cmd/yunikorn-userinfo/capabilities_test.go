@@ -137,3 +137,15 @@ func TestEmbeddedCacheDeclaration(t *testing.T) {
 	assert.Equal(t, kubecap.WatchNamespace, cm.Watch, "the chart grants ConfigMaps in YuniKorn's namespace only")
 	assert.Subset(t, cm.Fields, []string{"data", "binaryData"})
 }
+
+// The Pod labels the cache keeps include the settings' userLabelKey.
+func TestKeepUserLabel(t *testing.T) {
+	specs := []kubecap.CacheSpec{{APIVersion: "v1", Kind: "Pod", Keys: map[string][]string{"metadata.labels": {"applicationId"}}},
+		{APIVersion: "v1", Kind: "Namespace"}}
+	got := keepUserLabel(specs, []byte(`{"userLabelKey":"example.com/user"}`))
+	assert.Equal(t, []string{"applicationId", "example.com/user"}, got[0].Keys["metadata.labels"])
+	assert.Equal(t, []string{"applicationId"}, specs[0].Keys["metadata.labels"], "the declaration is not changed")
+	assert.Nil(t, got[1].Keys)
+	got = keepUserLabel(specs, []byte(`{}`))
+	assert.Equal(t, []string{"applicationId", "yunikorn.apache.org/username"}, got[0].Keys["metadata.labels"])
+}

@@ -254,7 +254,8 @@ func (a *app) openEval(ctx context.Context, args []string, f *evalFlags) (*evalS
 // newEngine compiles the module for a CLI command: one instance, since the
 // CLI evaluates sequentially.
 func (a *app) newEngine(ctx context.Context, logger *slog.Logger, in *evalInputs, f *evalFlags) (*engine.Engine, error) {
-	hostCalls, _, err := capabilityHostCalls(ctx, logger, in.module, capabilityOptions{contextDir: f.contextDir, kubeconfig: f.kubeconfig})
+	hostCalls, _, err := capabilityHostCalls(ctx, logger, in.module, capabilityOptions{contextDir: f.contextDir, kubeconfig: f.kubeconfig,
+		settings: in.settings})
 	if err != nil {
 		return nil, err
 	}

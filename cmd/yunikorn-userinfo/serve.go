@@ -316,7 +316,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	}
 	capMetrics := kubecap.NewMetrics("yunikorn_userinfo_")
 	hostCalls, warm, err := capabilityHostCalls(ctx, logger, module, capabilityOptions{contextDir: f.contextDir, kubeconfig: kubeconfig,
-		cache: f.cache, syncBeforeReady: f.syncBeforeReady, observe: capMetrics.Observe})
+		cache: f.cache, syncBeforeReady: f.syncBeforeReady, observe: capMetrics.Observe, settings: initial})
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tidwall/gjson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,6 +58,42 @@ type CacheSpec struct {
 	// list whose selector requires one (=, ==, in) reads only the objects
 	// that have it; "*" indexes every label.
 	LabelIndex []string `json:"labelIndex,omitempty"`
+	// Keys keep, of a kept field that is a map (its dotted path, as
+	// "metadata.labels"), only the keys listed: an object stuffed with
+	// labels no policy reads costs the cache nothing for them. A list
+	// whose label selector names a label not kept is refused, since the
+	// cache cannot answer it.
+	Keys map[string][]string `json:"keys,omitempty"`
+}
+
+// labelsKept is the set of label keys s keeps, nil for all.
+func (s CacheSpec) labelsKept() map[string]bool {
+	keys, ok := s.Keys["metadata.labels"]
+	if !ok {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+// checkSelector refuses a label selector that names a label the cache
+// does not keep.
+func (s CacheSpec) checkSelector(l labels.Selector) error {
+	kept := s.labelsKept()
+	if kept == nil {
+		return nil
+	}
+	reqs, _ := l.Requirements()
+	for _, r := range reqs {
+		if !kept[r.Key()] {
+			return fmt.Errorf("label_selector: the host's cache of %s keeps only the labels %s, not %q",
+				s.resource(), strings.Join(slices.Sorted(maps.Keys(kept)), ", "), r.Key())
+		}
+	}
+	return nil
 }
 
 func (s CacheSpec) resource() Resource { return Resource{APIVersion: s.APIVersion, Kind: s.Kind} }
@@ -96,6 +135,17 @@ func ParseCacheSpecs(data []byte) ([]CacheSpec, error) {
 			if k == "" || strings.Contains(k, "=") {
 				return nil, fmt.Errorf("%s.labelIndex[%d]: %q is not a label key", at, j, k)
 			}
+			if kept := s.labelsKept(); kept != nil && (k == "*" || !kept[k]) {
+				return nil, fmt.Errorf("%s.labelIndex[%d]: %q is not among the labels kept (keys.metadata.labels)", at, j, k)
+			}
+		}
+		for _, path := range slices.Sorted(maps.Keys(s.Keys)) {
+			if path == "" || slices.Contains(strings.Split(path, "."), "") {
+				return nil, fmt.Errorf("%s.keys: %q is not a dotted path", at, path)
+			}
+			if len(s.Fields) > 0 && !slices.ContainsFunc(s.Fields, func(f string) bool { return f == path || strings.HasPrefix(path, f+".") }) {
+				return nil, fmt.Errorf("%s.keys: %q is not a kept field", at, path)
+			}
 		}
 	}
 	return specs, nil
@@ -126,6 +176,10 @@ type cachedObject struct {
 	// stored marks an object the first list already wrote into the store
 	// (it carries no JSON): the queue's Replace still needs its key.
 	stored bool
+	// entries are what the store's indexes get from the whole object
+	// (indexed: they were computed).
+	entries []heldEntry
+	indexed bool
 }
 
 // The store's key function and namespace index read these.
@@ -150,10 +204,30 @@ func (l *cachedList) DeepCopyObject() runtime.Object {
 	return &c
 }
 
-// keeper prunes objects of one kind to its declared fields.
+// keeper prunes objects of one kind to its declared fields, after running
+// the index functions of the kind, if any, on the whole object.
 type keeper struct {
-	r      Resource
-	fields maskNode // nil: everything but managedFields
+	r       Resource
+	fields  maskNode // nil: everything but managedFields
+	indexes []IndexSpec
+	now     func() time.Time
+	keys    map[string]map[string]bool // path of a map: the keys kept
+}
+
+// withKeys is k keeping only the listed keys of the maps at those paths.
+func (k *keeper) withKeys(keys map[string][]string) *keeper {
+	if len(keys) == 0 {
+		return k
+	}
+	k.keys = map[string]map[string]bool{}
+	for path, list := range keys {
+		m := map[string]bool{}
+		for _, key := range list {
+			m[key] = true
+		}
+		k.keys[path] = m
+	}
+	return k
 }
 
 func newKeeper(r Resource, fields []string) *keeper {
@@ -280,7 +354,7 @@ func (w *firstListWatch) initialEvent(e watch.Event) watch.Event {
 		w.store.put(o)
 		return storedEvent(e, o, rv)
 	case watch.Deleted:
-		w.store.remove(u.GetNamespace(), u.GetName())
+		w.store.remove(u.GetNamespace(), u.GetName(), nil)
 	}
 	return e
 }
@@ -300,6 +374,9 @@ func (w *firstListWatch) Stop() {
 func (k *keeper) compact(obj map[string]any) (*cachedObject, error) {
 	meta, _ := obj["metadata"].(map[string]any)
 	o := &cachedObject{}
+	if len(k.indexes) > 0 {
+		o.entries, o.indexed = entriesOf(k.indexes, obj, k.now()), true
+	}
 	o.namespace, _ = meta["namespace"].(string)
 	o.name, _ = meta["name"].(string)
 	if meta != nil {
@@ -316,6 +393,20 @@ func (k *keeper) compact(obj map[string]any) (*cachedObject, error) {
 				continue
 			}
 			obj[key] = child.prune(v)
+		}
+	}
+	for path, kept := range k.keys {
+		var m any = obj
+		for _, p := range strings.Split(path, ".") {
+			parent, _ := m.(map[string]any)
+			m = parent[p]
+		}
+		if m, ok := m.(map[string]any); ok {
+			for key := range m {
+				if !kept[key] {
+					delete(m, key)
+				}
+			}
 		}
 	}
 	// Items of a list carry no apiVersion and kind of their own.
@@ -379,11 +470,37 @@ func matchCached(o *cachedObject, namespace string, l labels.Selector, f fields.
 	if f.Empty() {
 		return true, nil
 	}
-	var obj map[string]any
-	if err := json.Unmarshal(o.raw, &obj); err != nil {
-		return false, err
+	return f.Matches(rawFields(o.raw)), nil
+}
+
+// rawFields are the scalar fields of an object's JSON by dotted path, as
+// flatten collects them, read where a field selector asks (not arrays;
+// null is absent).
+type rawFields []byte
+
+func (r rawFields) field(path string) (string, bool) {
+	parts := strings.Split(path, ".")
+	for i, p := range parts {
+		parts[i] = gjson.Escape(p)
 	}
-	return matches(obj, namespace, labels.Everything(), f), nil
+	v := gjson.GetBytes(r, strings.Join(parts, "."))
+	switch v.Type {
+	case gjson.String:
+		return v.Str, true
+	case gjson.True:
+		return "true", true
+	case gjson.False:
+		return "false", true
+	case gjson.Number:
+		return strconv.FormatFloat(v.Num, 'f', -1, 64), true
+	}
+	return "", false
+}
+
+func (r rawFields) Has(path string) bool { _, ok := r.field(path); return ok }
+func (r rawFields) Get(path string) string {
+	v, _ := r.field(path)
+	return v
 }
 
 // pagedListWatch lists in pages of listPage objects, compacting each page

@@ -16,9 +16,10 @@ import (
 // module's cases through it shows whether its cache declaration keeps
 // every field the module reads.
 func CachedView(b Backend, specs []CacheSpec) Backend {
-	v := &cachedView{Backend: b, keepers: map[Resource]*keeper{}}
+	v := &cachedView{Backend: b, keepers: map[Resource]*keeper{}, specs: map[Resource]CacheSpec{}}
 	for _, s := range specs {
-		v.keepers[s.resource()] = newKeeper(s.resource(), s.Fields)
+		v.keepers[s.resource()] = newKeeper(s.resource(), s.Fields).withKeys(s.Keys)
+		v.specs[s.resource()] = s
 	}
 	return v
 }
@@ -26,6 +27,7 @@ func CachedView(b Backend, specs []CacheSpec) Backend {
 type cachedView struct {
 	Backend
 	keepers map[Resource]*keeper
+	specs   map[Resource]CacheSpec
 }
 
 func (v *cachedView) prune(r Resource, raw json.RawMessage) (*cachedObject, error) {
@@ -53,6 +55,9 @@ func (v *cachedView) Get(ctx context.Context, r Resource, namespace, name string
 }
 
 func (v *cachedView) List(ctx context.Context, r Resource, namespace string, l labels.Selector, f fields.Selector) ([]json.RawMessage, error) {
+	if err := v.specs[r].checkSelector(l); err != nil {
+		return nil, err
+	}
 	items, err := v.Backend.List(ctx, r, namespace, labels.Everything(), fields.Everything())
 	if err != nil {
 		return nil, err
@@ -72,4 +77,13 @@ func (v *cachedView) List(ctx context.Context, r Resource, namespace string, l l
 		}
 	}
 	return out, nil
+}
+
+// IndexValues passes the index capability through to the backend viewed.
+func (v *cachedView) IndexValues(ctx context.Context, q IndexQuery) (IndexAnswer, error) {
+	ix, ok := v.Backend.(Indexer)
+	if !ok {
+		return IndexAnswer{}, fmt.Errorf("index %q: %w", q.Index, ErrNoIndex)
+	}
+	return ix.IndexValues(ctx, q)
 }

@@ -40,6 +40,9 @@ type ClusterOptions struct {
 	// over it). A kind not declared is watched per namespace and kept
 	// whole but for metadata.managedFields.
 	Cache []CacheSpec
+	// Indexes are kept by the watch over all namespaces of their kinds
+	// (which StartIndexes starts) and answer the index capability.
+	Indexes []IndexSpec
 	// SyncTimeout bounds the first list of every watched kind. Default: 30s.
 	SyncTimeout time.Duration
 	// ReviewTTL is how long a SubjectAccessReview answer is reused, as
@@ -81,6 +84,8 @@ type Cluster struct {
 	mapper   meta.RESTMapper
 	declared map[Resource]bool
 	specs    map[Resource]CacheSpec
+	indexes  map[Resource][]IndexSpec
+	indexOf  map[string]Resource
 	kinds    map[Resource]kindInfo
 	unmapped map[Resource]time.Time // kinds not served at that time
 	runCtx   context.Context
@@ -142,6 +147,7 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 	c := &Cluster{opts: opts, dynamic: opts.Dynamic, reviews: opts.Reviews, kinds: map[Resource]kindInfo{},
 		declared: map[Resource]bool{}, specs: map[Resource]CacheSpec{}, unmapped: map[Resource]time.Time{},
+		indexes: map[Resource][]IndexSpec{}, indexOf: map[string]Resource{},
 		scopes: map[scopeKey]*scope{}, answered: map[string]reviewAnswer{}}
 	mapper := opts.Mapper
 	if c.dynamic == nil || c.reviews == nil || mapper == nil {
@@ -183,8 +189,63 @@ func NewCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 				"resource", r.String(), "error", err)
 		}
 	}
+	for i, ix := range opts.Indexes {
+		at := fmt.Sprintf("kubernetes capabilities: index %d (%q)", i, ix.Name)
+		switch _, dup := c.indexOf[ix.Name]; {
+		case ix.Name == "" || ix.Func == nil:
+			return nil, fmt.Errorf("%s: a name and a function are required", at)
+		case dup:
+			return nil, fmt.Errorf("%s: registered twice", at)
+		case !c.declared[ix.Resource]:
+			return nil, fmt.Errorf("%s: %s is not among the resources", at, ix.Resource)
+		case ix.Linger < 0:
+			return nil, fmt.Errorf("%s: negative linger %s", at, ix.Linger)
+		}
+		c.indexOf[ix.Name] = ix.Resource
+		c.indexes[ix.Resource] = append(c.indexes[ix.Resource], ix)
+	}
 	c.runCtx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
 	return c, nil
+}
+
+// StartIndexes starts the watches that keep the indexes, without waiting
+// for them: an index sees every deletion from then on, which a watch
+// started by the first query would miss. A kind not served yet is
+// started by its first query.
+func (c *Cluster) StartIndexes() {
+	for r := range c.indexes {
+		k, err := c.kind(r)
+		if err != nil {
+			c.opts.Logger.Warn("cannot keep an index yet", "resource", r.String(), "error", err)
+			continue
+		}
+		c.mu.Lock()
+		if c.scopes[scopeKey{r, ""}] == nil {
+			c.scopes[scopeKey{r, ""}] = c.startScope(r, k, "")
+		}
+		c.mu.Unlock()
+	}
+}
+
+// IndexValues implements Indexer, from the watch over all namespaces of
+// the index's kind.
+func (c *Cluster) IndexValues(ctx context.Context, q IndexQuery) (IndexAnswer, error) {
+	if err := q.check(); err != nil {
+		return IndexAnswer{}, err
+	}
+	r, ok := c.indexOf[q.Index]
+	if !ok {
+		return IndexAnswer{}, fmt.Errorf("index %q: %w", q.Index, ErrNoIndex)
+	}
+	k, err := c.kind(r)
+	if err != nil {
+		return IndexAnswer{}, err
+	}
+	s, err := c.store(ctx, r, k, "")
+	if err != nil {
+		return IndexAnswer{}, err
+	}
+	return s.store.indexValues(q)
 }
 
 // Close stops the informers. Their caches still answer reads (the
@@ -273,12 +334,17 @@ func inNamespace(ns string) string {
 func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 	ctx := c.runCtx
 	spec := c.specs[r]
-	keep := newKeeper(r, spec.Fields)
+	keep := newKeeper(r, spec.Fields).withKeys(spec.Keys)
 	var ri dynamic.ResourceInterface = c.dynamic.Resource(k.gvr)
 	if ns != "" {
 		ri = c.dynamic.Resource(k.gvr).Namespace(ns)
 	}
 	store := newObjectStore(newLabelIndex(spec.LabelIndex))
+	if ix := c.indexes[r]; ns == "" && len(ix) > 0 {
+		// Only the watch over all namespaces keeps the indexes.
+		keep.indexes, keep.now = ix, c.opts.Clock.Now
+		store = newIndexedStore(newLabelIndex(spec.LabelIndex), ix, c.opts.Clock.Now)
+	}
 	inf, direct := scopeInformer(ri, c.dynamic, keep, store, r.String()+inNamespace(ns))
 	s := &scope{store: store, synced: make(chan struct{})}
 	go inf.RunWithContext(ctx)
@@ -448,6 +514,9 @@ func (c *Cluster) Get(ctx context.Context, r Resource, namespace, name string, f
 func (c *Cluster) List(ctx context.Context, r Resource, namespace string, l labels.Selector, f fields.Selector) ([]json.RawMessage, error) {
 	k, err := c.kind(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.specs[r].checkSelector(l); err != nil {
 		return nil, err
 	}
 	s, err := c.store(ctx, r, k, namespace)

@@ -84,13 +84,20 @@ func HostCalls(opts Options) (engine.HostCallHandler, error) {
 type handler struct{ opts Options }
 
 func (h *handler) call(ctx context.Context, binding, namespace, operation string, payload []byte) ([]byte, error) {
-	if binding != engine.BindingKubewarden || namespace != Namespace {
+	index := binding == IndexBinding && namespace == IndexNamespace
+	if !index && (binding != engine.BindingKubewarden || namespace != Namespace) {
 		return h.opts.Next(ctx, binding, namespace, operation, payload)
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
 	defer cancel()
-	out, err := h.answer(ctx, operation, payload)
+	var out []byte
+	var err error
+	if index {
+		out, err = h.answerIndex(ctx, operation, payload)
+	} else {
+		out, err = h.answer(ctx, operation, payload)
+	}
 	outcome := "ok"
 	switch {
 	case errors.Is(err, errRefused):
@@ -100,7 +107,10 @@ func (h *handler) call(ctx context.Context, binding, namespace, operation string
 	}
 	if h.opts.Observe != nil {
 		op := operation
-		if !slices.Contains([]string{OpGetResource, OpListResourcesByNamespace, OpListResourcesAll, OpCanI}, op) {
+		switch {
+		case index && op == OpIndexValues:
+			op = "index_values"
+		case index || !slices.Contains([]string{OpGetResource, OpListResourcesByNamespace, OpListResourcesAll, OpCanI}, op):
 			op = "other"
 		}
 		h.opts.Observe(op, outcome, time.Since(start))
@@ -109,7 +119,7 @@ func (h *handler) call(ctx context.Context, binding, namespace, operation string
 	if outcome == "refused" {
 		level = slog.LevelWarn
 	}
-	h.opts.Logger.Log(ctx, level, "host capability", "operation", "kubernetes/"+operation, "outcome", outcome,
+	h.opts.Logger.Log(ctx, level, "host capability", "operation", namespace+"/"+operation, "outcome", outcome,
 		"duration_ms", float64(time.Since(start).Microseconds())/1000, "error", errString(err))
 	if err != nil {
 		return nil, err
@@ -199,6 +209,15 @@ func (h *handler) answer(ctx context.Context, operation string, payload []byte) 
 		return json.Marshal(st)
 	}
 	return nil, fmt.Errorf("unknown operation: %s", operation)
+}
+
+// answerIndex answers the index capability (IndexBinding): the backend
+// answers for the indexes the host registered.
+func (h *handler) answerIndex(ctx context.Context, operation string, payload []byte) ([]byte, error) {
+	if operation != OpIndexValues {
+		return nil, fmt.Errorf("unknown operation: %s", operation)
+	}
+	return answerIndex(ctx, h.opts.Backend, payload)
 }
 
 func (h *handler) list(ctx context.Context, apiVersion, kind, namespace string, labelSel, fieldSel *string, masks []string) ([]byte, error) {

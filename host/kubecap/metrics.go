@@ -6,8 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics count the capability calls by operation (the four, or "other")
-// and outcome ("ok", "error", "refused"): a fixed set of series.
+// Metrics count the capability calls by operation (the four, index_values
+// or "other") and outcome ("ok", "error", "refused"): a fixed set of
+// series.
 type Metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -209,4 +210,56 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// WithIndexes is r answering the index capability too, for the indexes of
+// specs, computed over the objects at each query as of now(): a replay
+// directory holds no deleted object, so nothing lingers.
+func (r *Replay) WithIndexes(now func() time.Time, specs ...IndexSpec) Backend {
+	if now == nil {
+		now = time.Now
+	}
+	return &indexedReplay{Replay: r, now: now, specs: specs}
+}
+
+type indexedReplay struct {
+	*Replay
+	now   func() time.Time
+	specs []IndexSpec
+}
+
+// IndexValues implements Indexer.
+func (r *indexedReplay) IndexValues(_ context.Context, q IndexQuery) (IndexAnswer, error) {
+	if err := q.check(); err != nil {
+		return IndexAnswer{}, err
+	}
+	i := slices.IndexFunc(r.specs, func(s IndexSpec) bool { return s.Name == q.Index })
+	if i < 0 {
+		return IndexAnswer{}, fmt.Errorf("index %q: %w", q.Index, ErrNoIndex)
+	}
+	spec, now := r.specs[i], r.now()
+	seen := map[string]bool{}
+	ans := IndexAnswer{Values: []string{}}
+	for _, obj := range r.objects[spec.Resource] {
+		meta, _ := obj["metadata"].(map[string]any)
+		if q.Exclude != nil {
+			ns, _ := meta["namespace"].(string)
+			name, _ := meta["name"].(string)
+			if ns == q.Exclude.Namespace && name == q.Exclude.Name {
+				continue
+			}
+		}
+		for _, e := range spec.Func(obj, now) {
+			if e.Key != q.Key || e.Value == q.Except || seen[e.Value] || (!e.Until.IsZero() && !e.Until.After(now)) {
+				continue
+			}
+			seen[e.Value] = true
+			ans.Values = append(ans.Values, e.Value)
+		}
+	}
+	slices.Sort(ans.Values)
+	if len(ans.Values) > q.Limit {
+		ans.Values, ans.More = ans.Values[:q.Limit], true
+	}
+	return ans, nil
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"k8s.io/apimachinery/pkg/fields"
@@ -29,6 +30,10 @@ import (
 // rounded up to a size class and scattered among the garbage of the sync.
 type objectStore struct {
 	labels *labelIndex
+	// indexes, if any, are kept from the entries each object brings
+	// (IndexSpec); now is their clock.
+	indexes *objectIndexes
+	now     func() time.Time
 
 	mu      sync.RWMutex
 	slots   []slot   // by object id
@@ -42,11 +47,13 @@ type objectStore struct {
 	closed bool // the arena is given back; changes are ignored
 }
 
-// slot is one object; ns is nil in an empty slot.
+// slot is one object; ns is nil in an empty slot. holder holds its
+// index entries (nil: none).
 type slot struct {
-	ns   *namespaceEntry
-	name string
-	raw  arenaRef
+	ns     *namespaceEntry
+	name   string
+	raw    arenaRef
+	holder *holder
 }
 
 type objectKey struct {
@@ -68,6 +75,43 @@ func newObjectStore(li *labelIndex) *objectStore {
 		arena: &arena{}}
 	runtime.AddCleanup(s, func(a *arena) { a.close() }, s.arena)
 	return s
+}
+
+// newIndexedStore is a store that keeps the indexes of specs, timed by
+// now.
+func newIndexedStore(li *labelIndex, specs []IndexSpec, now func() time.Time) *objectStore {
+	s := newObjectStore(li)
+	s.indexes, s.now = newObjectIndexes(specs), now
+	return s
+}
+
+// holderOf makes the holder of o's entries: counted in the store's
+// indexes, or (a store without them, being built by Replace) not yet.
+// s.mu is held.
+func (s *objectStore) holderOf(o *cachedObject) *holder {
+	if len(o.entries) == 0 {
+		return nil
+	}
+	if s.indexes == nil {
+		return &holder{entries: o.entries}
+	}
+	return s.indexes.add(o.entries, s.now())
+}
+
+// sameEntries reports whether a slot's holder holds exactly entries.
+func sameEntries(h *holder, entries []heldEntry) bool {
+	if h == nil {
+		return len(entries) == 0
+	}
+	if len(h.entries) != len(entries) {
+		return false
+	}
+	for i, e := range entries {
+		if g := h.entries[i]; g.idx != e.idx || g.key != e.key || g.value != e.value || !g.until.Equal(e.until) {
+			return false
+		}
+	}
+	return true
 }
 
 // storeKey is the informer's key of a cached object: namespace/name, or
@@ -128,8 +172,17 @@ func (s *objectStore) put(o *cachedObject) {
 	if s.closed {
 		return
 	}
+	if s.indexes != nil {
+		s.indexes.expire(s.now())
+	}
 	if id, ok := s.lookup(o.namespace, o.name); ok {
 		sl := &s.slots[id]
+		if !sameEntries(sl.holder, o.entries) {
+			if s.indexes != nil {
+				s.indexes.drop(sl.holder)
+			}
+			sl.holder = s.holderOf(o)
+		}
 		old := s.arena.bytes(sl.raw)
 		if string(old) == string(o.raw) {
 			return // an update of fields not kept
@@ -153,14 +206,16 @@ func (s *objectStore) put(o *cachedObject) {
 		id = uint32(len(s.slots))
 		s.slots = append(s.slots, slot{})
 	}
-	s.slots[id] = slot{ns: ns, name: o.name, raw: s.arena.put(o.raw)}
+	s.slots[id] = slot{ns: ns, name: o.name, raw: s.arena.put(o.raw), holder: s.holderOf(o)}
 	s.byKey[objectKey{ns, o.name}] = id
 	ns.objs[id] = struct{}{}
 	s.indexLabels(id, o.raw)
 }
 
-// remove drops the object of namespace/name, if any.
-func (s *objectStore) remove(namespace, name string) {
+// remove drops the object of namespace/name, if any; its index entries
+// linger (IndexSpec.Linger), those of its final state when final (the
+// deleted object as the watch last sent it) carries them.
+func (s *objectStore) remove(namespace, name string, final *cachedObject) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -171,6 +226,14 @@ func (s *objectStore) remove(namespace, name string) {
 		return
 	}
 	sl := &s.slots[id]
+	if s.indexes != nil {
+		s.indexes.expire(s.now())
+		if final != nil && final.indexed && !sameEntries(sl.holder, final.entries) {
+			s.indexes.drop(sl.holder)
+			sl.holder = s.holderOf(final)
+		}
+		s.indexes.linger(sl.holder, s.now())
+	}
 	s.unindexLabels(id, s.arena.bytes(sl.raw))
 	s.arena.release(sl.raw)
 	delete(s.byKey, objectKey{sl.ns, name})
@@ -372,7 +435,7 @@ func (s *objectStore) Delete(obj any) error {
 	if err != nil {
 		return err
 	}
-	s.remove(o.namespace, o.name)
+	s.remove(o.namespace, o.name, o)
 	return nil
 }
 
@@ -436,6 +499,27 @@ func (s *objectStore) Replace(list []any, _ string) error {
 		fresh.arena.close()
 		return nil
 	}
+	if x := s.indexes; x != nil {
+		// An object the list no longer has was deleted: its entries
+		// linger. The others count from their listed state.
+		now := s.now()
+		for id := range s.slots {
+			sl := &s.slots[id]
+			if sl.ns == nil {
+				continue
+			}
+			if _, ok := fresh.lookup(sl.ns.name, sl.name); ok {
+				x.drop(sl.holder)
+			} else {
+				x.linger(sl.holder, now)
+			}
+		}
+		for id := range fresh.slots {
+			if sl := &fresh.slots[id]; sl.holder != nil {
+				sl.holder = x.add(sl.holder.entries, now)
+			}
+		}
+	}
 	s.arena.close()
 	s.arena.released.Store(false)
 	a, f := s.arena, fresh.arena
@@ -463,4 +547,23 @@ func (s *objectStore) candidateCount(namespace string, l labels.Selector) int {
 		n += len(set)
 	}
 	return n
+}
+
+// indexValues answers an index query from the store's indexes.
+func (s *objectStore) indexValues(q IndexQuery) (IndexAnswer, error) {
+	s.mu.Lock() // expiring changes the counts
+	defer s.mu.Unlock()
+	if s.closed {
+		return IndexAnswer{}, errStoreClosed
+	}
+	if s.indexes == nil {
+		return IndexAnswer{}, fmt.Errorf("index %q: %w", q.Index, ErrNoIndex)
+	}
+	var self *holder
+	if q.Exclude != nil {
+		if id, ok := s.lookup(q.Exclude.Namespace, q.Exclude.Name); ok {
+			self = s.slots[id].holder
+		}
+	}
+	return s.indexes.values(q, self, s.now())
 }

@@ -258,3 +258,38 @@ func foldedKey(key string) string {
 	}
 	return ""
 }
+
+// DefaultLabelKey is the deprecated legacy label that named the user, the
+// default of the policy's userLabelKey.
+const DefaultLabelKey = "yunikorn.apache.org/username"
+
+// DefaultUser is the user YuniKorn's shim gives a Pod that records none.
+const DefaultUser = "nobody"
+
+// OfRecord is the user and groups YuniKorn reads from a Pod's user.info
+// value (if it has one) and its legacy user label (userLabelKey): the
+// value's user when the value is set (DefaultUser when it is not valid
+// JSON or names no user), else the label, else DefaultUser. The policy's
+// checks and the host's application index read users with it.
+func OfRecord(value string, hasValue bool, label string) (string, []string) {
+	if hasValue && value != "" {
+		if !gjson.Valid(value) {
+			return DefaultUser, nil
+		}
+		v := gjson.Parse(value)
+		user := jsontext.Str(v.Get("user"))
+		var groups []string
+		v.Get("groups").ForEach(func(_, g gjson.Result) bool {
+			groups = append(groups, jsontext.Str(g))
+			return true
+		})
+		if user == "" {
+			user = DefaultUser
+		}
+		return user, groups
+	}
+	if label != "" {
+		return label, nil
+	}
+	return DefaultUser, nil
+}

@@ -105,3 +105,24 @@ func FuzzValue(f *testing.F) {
 		assert.Equal(t, Identity(dec), back)
 	})
 }
+
+func TestOfRecord(t *testing.T) {
+	for _, tc := range []struct {
+		value    string
+		hasValue bool
+		label    string
+		user     string
+		groups   []string
+	}{
+		{`{"user":"alice","groups":["dev","ops"]}`, true, "bob", "alice", []string{"dev", "ops"}},
+		{`{"groups":["dev"]}`, true, "bob", "nobody", []string{"dev"}},
+		{`{`, true, "bob", "nobody", nil},
+		{``, true, "bob", "bob", nil},
+		{``, false, "bob", "bob", nil},
+		{``, false, "", "nobody", nil},
+	} {
+		user, groups := OfRecord(tc.value, tc.hasValue, tc.label)
+		assert.Equal(t, tc.user, user, tc.value)
+		assert.Equal(t, tc.groups, groups, tc.value)
+	}
+}

@@ -85,6 +85,10 @@ type Result struct {
 	Denial   string  `json:"first_denial,omitempty"`
 	Machine  string  `json:"machine"`
 	Replicas int     `json:"replicas"`
+	// The denial-of-service reproduction (-fat-pods, -idless).
+	FatPods   int  `json:"fat_pods,omitempty"`
+	FatLabels int  `json:"fat_labels,omitempty"`
+	Idless    bool `json:"idless,omitempty"`
 }
 
 func main() {
@@ -109,6 +113,15 @@ type options struct {
 	writers     int
 	connections int
 	goMemLimits []string
+	// The denial-of-service reproduction: fatPods gated Pods with
+	// fatLabels labels each in the first namespace, and (idless) a third
+	// of the reviews a Pod without an application ID there.
+	fatPods, fatLabels int
+	idless             bool
+	// Bounds a step must hold (0: none): the peak RSS, and no review
+	// failing (a 500 or 503, a timeout).
+	maxRSSMiB float64
+	noErrors  bool
 }
 
 func run(ctx context.Context) error {
@@ -124,6 +137,11 @@ func run(ctx context.Context) error {
 	flag.StringVar(&o.out, "out", "../build/bench/scale.json", "results file")
 	flag.IntVar(&o.writers, "writers", 48, "concurrent Pod creates")
 	flag.IntVar(&o.connections, "connections", 8, "connections of the review load")
+	flag.IntVar(&o.fatPods, "fat-pods", 0, "gated Pods stuffed with -fat-labels labels each, written before the steps in the first namespace")
+	flag.IntVar(&o.fatLabels, "fat-labels", 16000, "labels of each -fat-pods Pod")
+	flag.Float64Var(&o.maxRSSMiB, "max-rss-mib", 0, "fail a step whose peak RSS exceeds this (0: no bound)")
+	flag.BoolVar(&o.noErrors, "no-errors", false, "fail a step in which a review failed (not 200, or timed out)")
+	flag.BoolVar(&o.idless, "idless", false, "make a third of the reviews Pods without an application ID in the first namespace (its generated application)")
 	var limits string
 	flag.StringVar(&limits, "gomemlimits", "", `GOMEMLIMIT values of serve, comma-separated, one replica measured with each per step `+
 		`("204MiB" is what serve sets itself under the chart's 256 MiB container limit; "" none)`)
@@ -187,6 +205,9 @@ func run(ctx context.Context) error {
 	if err := f.namespaces(ctx); err != nil {
 		return err
 	}
+	if err := f.fat(ctx); err != nil {
+		return err
+	}
 	var results []Result
 	for _, n := range o.steps {
 		began := time.Now()
@@ -205,17 +226,35 @@ func run(ctx context.Context) error {
 				return err
 			}
 			r := Result{Pods: n, Namespaces: o.namespaces, PodBytes: podBytes, FillSeconds: fill, Rate: o.rate, Replicas: 1, Machine: machine(),
-				GoMemLimit: limit}
+				GoMemLimit: limit, Idless: o.idless}
+			if o.fatPods > 0 {
+				r.FatPods, r.FatLabels = o.fatPods, o.fatLabels
+			}
 			if err := measure(ctx, c, &r, o, f, kubeconfig, settings, log); err != nil {
 				return fmt.Errorf("%d pods: %w", n, err)
 			}
 			log.Info("step", "pods", n, "gomemlimit", limit, "ready_ms", r.ReadyMS, "sync_ms", r.SyncMS, "rss_mib", r.RSSLoadMiB, "peak_mib", r.RSSPeakMiB,
 				"heap_mib", r.HeapMiB, "cache_offheap_mib", r.CacheMiB, "watches", r.Watches, "p50_ms", r.P50MS, "p99_ms", r.P99MS, "allowed", r.Allowed, "denied", r.Denied, "errors", r.Errors)
 			results = append(results, r)
+			if err := o.bounds(r); err != nil {
+				_ = write(o.out, results)
+				return fmt.Errorf("%d pods: %w", n, err)
+			}
 		}
 		if err := write(o.out, results); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// bounds checks a step against -max-rss-mib and -no-errors.
+func (o options) bounds(r Result) error {
+	if o.maxRSSMiB > 0 && r.RSSPeakMiB > o.maxRSSMiB {
+		return fmt.Errorf("peak RSS %.0f MiB is over the bound of %.0f MiB", r.RSSPeakMiB, o.maxRSSMiB)
+	}
+	if o.noErrors && r.Errors > 0 {
+		return fmt.Errorf("%d of %d reviews failed", r.Errors, r.Sent)
 	}
 	return nil
 }
@@ -342,6 +381,39 @@ func (f *filler) fill(ctx context.Context, n int) error {
 		return err
 	}
 	f.pods = append(f.pods, made...)
+	return nil
+}
+
+// fat writes the gated, label-stuffed Pods of -fat-pods: each costs a
+// list that reads whole Pods its size, and YuniKorn puts a gated Pod in
+// no application.
+func (f *filler) fat(ctx context.Context) error {
+	if f.o.fatPods == 0 {
+		return nil
+	}
+	err := parallel(ctx, 4, f.o.fatPods, func(ctx context.Context, i int) error {
+		l := make(map[string]string, f.o.fatLabels+1)
+		for j := range f.o.fatLabels {
+			l[fmt.Sprintf("stuffing-%05d", j)] = "x"
+		}
+		l["applicationId"] = "fat-" + strconv.Itoa(i)
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "fat-" + strconv.Itoa(i), Namespace: nsName(0), Labels: l,
+				Annotations: map[string]string{"yunikorn.apache.org/user.info": userInfo("mallory")}},
+			Spec: corev1.PodSpec{SchedulerName: "yunikorn", AutomountServiceAccountToken: new(bool),
+				SchedulingGates: []corev1.PodSchedulingGate{{Name: "bench.example/hold"}},
+				Containers:      []corev1.Container{{Name: "main", Image: "registry.example/bench:1.0"}}},
+		}
+		_, err := f.cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create the label-stuffed Pods: %w", err)
+	}
+	f.log.Info("label-stuffed gated pods written", "pods", f.o.fatPods, "labels", f.o.fatLabels)
 	return nil
 }
 
@@ -517,7 +589,15 @@ func reviews(f *filler, n int) [][]byte {
 			"metadata": map[string]any{"name": "new-" + uid, "namespace": p.ns, "labels": map[string]any{"applicationId": p.app}},
 			"spec":     map[string]any{"schedulerName": "yunikorn", "containers": []any{map[string]any{"name": "main", "image": "registry.example/bench:1.0"}}}}
 		user := map[string]any{"username": p.user, "groups": []any{"dev", "system:authenticated"}}
-		if i%2 == 1 {
+		if f.o.idless && i%3 == 2 {
+			// A Pod without an ID in the first namespace: YuniKorn puts
+			// it in that namespace's generated application, which no
+			// bench Pod is in (they all name one).
+			p.ns = nsName(0)
+			meta := obj["metadata"].(map[string]any)
+			meta["namespace"] = p.ns
+			delete(meta, "labels")
+		} else if i%2 == 1 {
 			meta := obj["metadata"].(map[string]any)
 			meta["annotations"] = map[string]any{"yunikorn.apache.org/user.info": userInfo(p.user)}
 			meta["ownerReferences"] = []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": p.name, "uid": p.uid, "controller": true}}

@@ -1,0 +1,135 @@
+// Package appindex is the host's index of YuniKorn application owners:
+// for each application ID, the users whose Pods YuniKorn counts in it
+// right now, kept by serve's watch cache of Pods (a kubecap.IndexSpec)
+// and asked by the policy's applicationOwnership check in place of a list
+// of every Pod. It reads a Pod with the policy's own rules (policy/appid,
+// policy/userinfo, policy/appowners), so the index and the policy's list
+// path agree Pod for Pod: only Pods of the scheduler; a gated Pod owns
+// nothing; a finished Pod owns until completingTimeout after its last
+// container finished; a deleted Pod owns for completingTimeout after its
+// deletion (the index's linger), which a list cannot see.
+package appindex
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
+	"github.com/yunikorn-userinfo/userinfo/policy/appid"
+	"github.com/yunikorn-userinfo/userinfo/policy/appowners"
+	"github.com/yunikorn-userinfo/userinfo/policy/userinfo"
+)
+
+// Spec is the index for options o, over v1 Pods.
+func Spec(o appowners.Options) kubecap.IndexSpec {
+	return kubecap.IndexSpec{Name: o.IndexName(), Resource: kubecap.Resource{APIVersion: "v1", Kind: "Pod"},
+		Linger: o.CompletingTimeout, Func: func(obj map[string]any, now time.Time) []kubecap.IndexEntry {
+			return Entries(o, obj, now)
+		}}
+}
+
+// Entries are what the Pod obj (decoded JSON) gives the index at now: its
+// resolved application ID and its user, until when a finished Pod stops
+// holding it; none for a Pod of another scheduler, a gated Pod, a Pod
+// whose application needs a uid it has not got, or a finished Pod whose
+// time is over.
+func Entries(o appowners.Options, obj map[string]any, now time.Time) []kubecap.IndexEntry {
+	spec, _ := obj["spec"].(map[string]any)
+	if sched, _ := spec["schedulerName"].(string); sched != o.SchedulerName {
+		return nil
+	}
+	if gates, _ := spec["schedulingGates"].([]any); len(gates) > 0 {
+		return nil
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	ns, _ := meta["namespace"].(string)
+	uid, _ := meta["uid"].(string)
+	labels, _ := meta["labels"].(map[string]any)
+	annotations, _ := meta["annotations"].(map[string]any)
+	id := appid.Resolve(ns, uid, lookup(labels), lookup(annotations), o.UniqueAppIDs)
+	if id == "" {
+		return nil
+	}
+	value, hasValue := annotations[userinfo.AnnotationKey].(string)
+	user, _ := userinfo.OfRecord(value, hasValue, lookup(labels)(o.UserLabelKey))
+	e := kubecap.IndexEntry{Key: id, Value: user}
+	status, _ := obj["status"].(map[string]any)
+	if phase, _ := status["phase"].(string); appowners.Finished(phase) {
+		var times []string
+		statuses, _ := status["containerStatuses"].([]any)
+		for _, c := range statuses {
+			cs, _ := c.(map[string]any)
+			state, _ := cs["state"].(map[string]any)
+			term, _ := state["terminated"].(map[string]any)
+			if t, ok := term["finishedAt"].(string); ok {
+				times = append(times, t)
+			}
+		}
+		last, known := appowners.Latest(times)
+		if e.Until = o.HeldUntil(last, known, now); !e.Until.After(now) {
+			return nil
+		}
+	}
+	return []kubecap.IndexEntry{e}
+}
+
+// lookup reads a string map of a Pod's metadata for appid.
+func lookup(m map[string]any) appid.Lookup {
+	return func(key string) string {
+		v, _ := m[key].(string)
+		return v
+	}
+}
+
+// FromSettings reads the model's options from the policy's settings (JSON,
+// as validate_settings accepted them): applicationOwnership (a mode, or an
+// object with mode, schedulerName, generateUniqueAppIds and
+// completingTimeout) and userLabelKey. on is false when the check is off:
+// no index is needed.
+func FromSettings(settings []byte) (o appowners.Options, on bool, err error) {
+	var s struct {
+		AppOwnership json.RawMessage `json:"applicationOwnership"`
+		UserLabelKey *string         `json:"userLabelKey"`
+	}
+	if len(settings) > 0 {
+		if err := json.Unmarshal(settings, &s); err != nil {
+			return o, false, fmt.Errorf("read the settings for the application index: %w", err)
+		}
+	}
+	o = appowners.Options{SchedulerName: appowners.DefaultSchedulerName, CompletingTimeout: appowners.DefaultCompletingTimeout,
+		UserLabelKey: userinfo.DefaultLabelKey}
+	if s.UserLabelKey != nil {
+		o.UserLabelKey = *s.UserLabelKey
+	}
+	if len(s.AppOwnership) == 0 || string(s.AppOwnership) == "null" {
+		return o, false, nil
+	}
+	var mode string
+	if json.Unmarshal(s.AppOwnership, &mode) == nil {
+		return o, mode != "off", nil
+	}
+	var a struct {
+		Mode              string  `json:"mode"`
+		SchedulerName     *string `json:"schedulerName"`
+		Unique            *bool   `json:"generateUniqueAppIds"`
+		CompletingTimeout *string `json:"completingTimeout"`
+	}
+	if err := json.Unmarshal(s.AppOwnership, &a); err != nil {
+		return o, false, fmt.Errorf("read settings.applicationOwnership for the application index: %w", err)
+	}
+	if a.SchedulerName != nil {
+		o.SchedulerName = *a.SchedulerName
+	}
+	if a.Unique != nil {
+		o.UniqueAppIDs = *a.Unique
+	}
+	if a.CompletingTimeout != nil {
+		d, err := time.ParseDuration(*a.CompletingTimeout)
+		if err != nil || d < 0 {
+			return o, false, fmt.Errorf("settings.applicationOwnership.completingTimeout: %q is not a duration of zero or more", *a.CompletingTimeout)
+		}
+		o.CompletingTimeout = d
+	}
+	return o, a.Mode != "off" && a.Mode != "", nil
+}

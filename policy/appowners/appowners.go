@@ -1,0 +1,83 @@
+// Package appowners holds the parameters of the application-ownership
+// model (docs/BEHAVIOUR.md §3.5) that the policy and the host's index of
+// application owners share: which scheduler's Pods count, how IDs are
+// generated, how long a finished or deleted Pod still holds its
+// application, which label names a user; the index's name, which spells
+// them all, so that a policy with other parameters finds no index rather
+// than a wrong one; and when a finished Pod stops holding its
+// application. It is TinyGo-safe: the policy module imports it.
+package appowners
+
+import (
+	"strconv"
+	"time"
+)
+
+// Defaults of the model's parameters: YuniKorn's scheduler name, and
+// yunikorn-core v1.9's completingTimeout.
+const (
+	DefaultSchedulerName     = "yunikorn"
+	DefaultCompletingTimeout = 30 * time.Second
+)
+
+// Options are the model's parameters.
+type Options struct {
+	// SchedulerName: only Pods of this scheduler join applications.
+	SchedulerName string
+	// UniqueAppIDs mirrors the admission controller's
+	// generateUniqueAppId: a Pod without an ID gets one of its own.
+	UniqueAppIDs bool
+	// CompletingTimeout is how long an application outlives its last
+	// task: a finished or deleted Pod holds it that long.
+	CompletingTimeout time.Duration
+	// UserLabelKey is the legacy label naming a Pod's user when it has
+	// no user.info annotation.
+	UserLabelKey string
+}
+
+// IndexName is the name of the host index that answers for these
+// options: every parameter, quoted, after the model's version.
+func (o Options) IndexName() string {
+	b := make([]byte, 0, 96)
+	b = append(b, "application-owners/v1 scheduler="...)
+	b = strconv.AppendQuote(b, o.SchedulerName)
+	b = append(b, " unique="...)
+	b = strconv.AppendBool(b, o.UniqueAppIDs)
+	b = append(b, " completing="...)
+	b = strconv.AppendInt(b, int64(o.CompletingTimeout), 10)
+	b = append(b, " userLabel="...)
+	b = strconv.AppendQuote(b, o.UserLabelKey)
+	return string(b)
+}
+
+// Finished reports whether a Pod in phase has finished: the shim
+// completes its task then.
+func Finished(phase string) bool { return phase == "Succeeded" || phase == "Failed" }
+
+// Latest is the latest of the containers' finish times (RFC 3339 strings;
+// others are skipped), and whether there was one.
+func Latest(finishedAt []string) (time.Time, bool) {
+	var last time.Time
+	known := false
+	for _, s := range finishedAt {
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			continue
+		}
+		if !known || t.After(last) {
+			last, known = t, true
+		}
+	}
+	return last, known
+}
+
+// HeldUntil is when a finished Pod whose containers last finished at last
+// (known: it has a finish time) stops holding its application, seen at
+// now: completingTimeout after it finished; a Pod with no finish time, or
+// one the clock has not reached, finished now.
+func (o Options) HeldUntil(last time.Time, known bool, now time.Time) time.Time {
+	if !known || last.After(now) {
+		last = now
+	}
+	return last.Add(o.CompletingTimeout)
+}
