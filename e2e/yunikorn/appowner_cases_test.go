@@ -248,5 +248,5 @@ func (c *coreSim) waitCoreGone(id string) {
 	}, 10*time.Millisecond, 2*coreWindow+10*time.Second); err != nil {
 		c.t.Fatalf("the core kept application %s", id)
 	}
-	time.Sleep(finishGrace + time.Second)
+	time.Sleep(policyMargin + time.Second)
 }

@@ -19,16 +19,17 @@ import (
 
 // The core's completingTimeout in TestAppOwnershipMatchesYuniKorn, shortened
 // (objects.SetCompletingTimeout) so a sequence sees applications complete.
-const (
-	coreWindow = 3 * time.Second
-	// finishGrace is what the policy's completingTimeout must exceed the
-	// core's by: the kubelet stamps finishedAt in whole seconds before the
-	// shim sees the Pod finish, and the core's timer starts when the shim
-	// has released its allocation, so the core's window ends up to a
-	// second (plus the status's way to the shim) after finishedAt +
-	// completingTimeout.
-	finishGrace = 2 * time.Second
-)
+// The policy is given the same completingTimeout: its own margin
+// (appowners.FinishMargin) must cover the core's window ending up to a
+// second after finishedAt + completingTimeout (the kubelet stamps
+// finishedAt in whole seconds before the shim sees the Pod finish, and the
+// core's timer starts when the shim has released its allocation).
+const coreWindow = 3 * time.Second
+
+// policyMargin is the policy's appowners.FinishMargin, spelled again: this
+// module does not import the root module. How long past coreWindow the
+// policy still counts a finished or deleted Pod.
+const policyMargin = 2 * time.Second
 
 // TestCoreCompletingTimeout checks the window the policy keeps a finished
 // Pod's application for by default, and the simulated timer of
@@ -123,7 +124,7 @@ func newCoreSim(t *testing.T, rng *rand.Rand, binary string, unique bool) *coreS
 		finished: map[types.UID]time.Duration{}, users: map[types.UID]string{}, tasks: map[appTask]bool{},
 		idle: map[string]time.Duration{}, origin: time.Now()}
 	s.settings = fmt.Sprintf(`{"applicationOwnership":{"mode":"enforce","generateUniqueAppIds":%v,"completingTimeout":%q}}`,
-		unique, (coreWindow + finishGrace).String())
+		unique, coreWindow.String())
 	return &coreSim{sim: s, y: y, deleted: map[string][]deletion{}, seen: map[string]bool{}}
 }
 
@@ -190,7 +191,7 @@ func (c *coreSim) finishPod(p *v1.Pod) {
 func (c *coreSim) deletePod(p *v1.Pod) {
 	c.tick()
 	_, done := c.finished[p.UID]
-	if len(p.Spec.SchedulingGates) == 0 && (!done || c.now-c.finished[p.UID] < coreWindow+finishGrace) {
+	if len(p.Spec.SchedulingGates) == 0 && (!done || c.now-c.finished[p.UID] < coreWindow+policyMargin) {
 		id := c.appID(p)
 		c.deleted[id] = append(c.deleted[id], deletion{c.users[p.UID], time.Now()})
 	}
@@ -267,7 +268,7 @@ func (c *coreSim) check() {
 // id less than the core's window ago, and may be what holds it.
 func (c *coreSim) deletedWithin(id, user string) bool {
 	for _, d := range c.deleted[id] {
-		if d.user == user && time.Since(d.at) < coreWindow+finishGrace {
+		if d.user == user && time.Since(d.at) < coreWindow+policyMargin {
 			return true
 		}
 	}

@@ -71,13 +71,33 @@ func Latest(finishedAt []string) (time.Time, bool) {
 	return last, known
 }
 
+// FinishMargin is how much longer than completingTimeout a finished or
+// deleted Pod holds its application here. The kubelet writes finishedAt in
+// whole seconds, before the shim sees the Pod finish, and the core's timer
+// starts only when the shim has released the Pod's allocation: measured
+// against yunikorn-core in-process, its window ends up to a second (plus
+// the status's way to the shim) after finishedAt + completingTimeout.
+// Holding longer only refuses a little longer; holding shorter lets
+// another user's Pod into an application the core still keeps.
+const FinishMargin = 2 * time.Second
+
+// Window is how long a finished or deleted Pod holds its application:
+// completingTimeout and the margin, or nothing when completingTimeout is
+// zero (finished Pods then hold nothing).
+func (o Options) Window() time.Duration {
+	if o.CompletingTimeout <= 0 {
+		return 0
+	}
+	return o.CompletingTimeout + FinishMargin
+}
+
 // HeldUntil is when a finished Pod whose containers last finished at last
 // (known: it has a finish time) stops holding its application, seen at
-// now: completingTimeout after it finished; a Pod with no finish time, or
-// one the clock has not reached, finished now.
+// now: Window after it finished; a Pod with no finish time, or one the
+// clock has not reached, finished now.
 func (o Options) HeldUntil(last time.Time, known bool, now time.Time) time.Time {
 	if !known || last.After(now) {
 		last = now
 	}
-	return last.Add(o.CompletingTimeout)
+	return last.Add(o.Window())
 }

@@ -24,7 +24,7 @@ import (
 // Spec is the index for options o, over v1 Pods.
 func Spec(o appowners.Options) kubecap.IndexSpec {
 	return kubecap.IndexSpec{Name: o.IndexName(), Resource: kubecap.Resource{APIVersion: "v1", Kind: "Pod"},
-		Linger: o.CompletingTimeout, Func: func(obj map[string]any, now time.Time) []kubecap.IndexEntry {
+		Linger: o.Window(), Func: func(obj map[string]any, now time.Time) []kubecap.IndexEntry {
 			return Entries(o, obj, now)
 		}}
 }

@@ -99,13 +99,15 @@ func TestEntries(t *testing.T) {
 		{"user.info before the legacy label", o, pod("a", label("applicationId", "etl"), label("yunikorn.apache.org/username", "bob")), entry("etl", "alice")},
 		{"user.info not JSON: nobody", o, pod("a", label("applicationId", "etl"), annotation("yunikorn.apache.org/user.info", "{")), entry("etl", "nobody")},
 		{"no user: nobody", o, pod("a", label("applicationId", "etl"), func(p map[string]any) { delete(p["metadata"].(map[string]any), "annotations") }), entry("etl", "nobody")},
-		{"finished 10s ago: until 20s from now", o, pod("a", label("applicationId", "etl"),
+		{"finished 10s ago: until 20s and the margin from now", o, pod("a", label("applicationId", "etl"),
 			finished("Succeeded", now.Add(-20*time.Second).Format(time.RFC3339), now.Add(-10*time.Second).Format(time.RFC3339))),
-			entry("etl", "alice", now.Add(20*time.Second))},
-		{"failed 30s ago: over", o, pod("a", label("applicationId", "etl"), finished("Failed", now.Add(-30*time.Second).Format(time.RFC3339))), nil},
-		{"finished with no finish time: now", o, pod("a", label("applicationId", "etl"), finished("Succeeded")), entry("etl", "alice", now.Add(30*time.Second))},
+			entry("etl", "alice", now.Add(20*time.Second+appowners.FinishMargin))},
+		{"failed 30s and the margin ago: over", o, pod("a", label("applicationId", "etl"), finished("Failed", now.Add(-30*time.Second-appowners.FinishMargin).Format(time.RFC3339))), nil},
+		{"failed 30s ago: within the margin", o, pod("a", label("applicationId", "etl"), finished("Failed", now.Add(-30*time.Second).Format(time.RFC3339))),
+			entry("etl", "alice", now.Add(appowners.FinishMargin))},
+		{"finished with no finish time: now", o, pod("a", label("applicationId", "etl"), finished("Succeeded")), entry("etl", "alice", now.Add(o.Window()))},
 		{"finished in the future: now", o, pod("a", label("applicationId", "etl"), finished("Succeeded", now.Add(time.Hour).Format(time.RFC3339))),
-			entry("etl", "alice", now.Add(30*time.Second))},
+			entry("etl", "alice", now.Add(o.Window()))},
 		{"finished, no completing timeout", noTimeout, pod("a", label("applicationId", "etl"), finished("Succeeded")), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,8 +117,8 @@ func TestEntries(t *testing.T) {
 }
 
 // Through a watch cache: a deleted Pod's application stays its user's
-// for completingTimeout after the deletion; a Pod that finished before it
-// was deleted, until completingTimeout after it finished.
+// for completingTimeout and the margin after the deletion; a Pod that
+// finished before it was deleted, that long after it finished.
 func TestSpec_deletedPodsLinger(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(now)
 	o := appowners.Options{SchedulerName: "yunikorn", CompletingTimeout: 30 * time.Second}
@@ -150,14 +152,15 @@ func TestSpec_deletedPodsLinger(t *testing.T) {
 		_, e2 := c.Get(t.Context(), pods, "b", "done", false)
 		return e1 != nil && e2 != nil
 	}, 10*time.Second, 10*time.Millisecond)
-	clk.SetTime(now.Add(9 * time.Second))
+	m := appowners.FinishMargin
+	clk.SetTime(now.Add(9*time.Second + m))
 	assert.Equal(t, []string{"alice"}, owners("etl"), "deleted, still held")
 	assert.Equal(t, []string{"alice"}, owners("report"))
-	clk.SetTime(now.Add(10 * time.Second))
-	assert.Empty(t, owners("report"), "finished 30s ago")
+	clk.SetTime(now.Add(10*time.Second + m))
+	assert.Empty(t, owners("report"), "finished 30s and the margin ago")
 	assert.Equal(t, []string{"alice"}, owners("etl"))
-	clk.SetTime(now.Add(30 * time.Second))
-	assert.Empty(t, owners("etl"), "completingTimeout after the deletion")
+	clk.SetTime(now.Add(30*time.Second + m))
+	assert.Empty(t, owners("etl"), "completingTimeout and the margin after the deletion")
 }
 
 // noReviews is a SubjectAccessReviewer the test never asks.
