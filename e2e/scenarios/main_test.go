@@ -92,6 +92,9 @@ type suite struct {
 	sharedControllerCredentials bool
 	serveBinary                 string
 	ykAdmissionBinary           string // YuniKorn's admission controller (kbuild.EnsureAdmissionController)
+	// binDir holds the cluster binaries, and pidRoot the pid records of
+	// every control plane: the CEL scenarios start planes of their own.
+	binDir, pidRoot string
 	repo                        string
 	settingsFile                string
 	mwcManifest                 []byte
@@ -253,7 +256,7 @@ func run(m *testing.M) int {
 	}
 	interrupted.setCluster(c)
 	e2e = &suite{cluster: c, serveBinary: serveBinary, sharedControllerCredentials: shared, operators: operators,
-		ykAdmissionBinary: ykac.Path, kubeVersion: bin.KubernetesVersion, ownKube: ownKube, timings: map[string]time.Duration{}}
+		ykAdmissionBinary: ykac.Path, binDir: bin.Dir, pidRoot: filepath.Join(filepath.Dir(bin.Dir), "pids"), kubeVersion: bin.KubernetesVersion, ownKube: ownKube, timings: map[string]time.Duration{}}
 
 	code := func() int {
 		defer func() {

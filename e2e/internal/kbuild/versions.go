@@ -21,6 +21,7 @@ const DefaultKubeVersion = "1.37"
 var kubeModules = map[string]string{
 	DefaultKubeVersion: ".",
 	"1.33":             "kube133",
+	"1.35":             "kube135",
 }
 
 // KubeVersions lists the versions KubeModuleDir accepts, oldest first.
