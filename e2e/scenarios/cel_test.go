@@ -82,6 +82,8 @@ func celVersion(t *testing.T) (kube string, args []string) {
 	return "", nil
 }
 
+var celStartMu sync.Mutex
+
 // startCELPlane starts a control plane with extra kube-apiserver flags,
 // stopped when the test ends, in which every authenticated user may write
 // the guarded kinds (what the scenarios judge is admission, not RBAC).
@@ -89,6 +91,9 @@ func startCELPlane(t *testing.T, args ...string) *celPlane {
 	t.Helper()
 	kube, gates := celVersion(t)
 	ctx := t.Context()
+	// One start at a time: a start clears the pid records of dead runs,
+	// and a record whose owner is still being written looks dead.
+	celStartMu.Lock()
 	c, err := cluster.Start(ctx, cluster.Options{
 		BinDir:        e2e.binDir,
 		PidRoot:       e2e.pidRoot,
@@ -97,6 +102,7 @@ func startCELPlane(t *testing.T, args ...string) *celPlane {
 		APIServerArgs: append(gates, args...),
 		Log:           slog.New(slog.DiscardHandler),
 	})
+	celStartMu.Unlock()
 	require.NoError(t, err, "start the CEL control plane")
 	t.Cleanup(func() {
 		if t.Failed() {
