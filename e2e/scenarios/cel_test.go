@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -47,10 +49,11 @@ import (
 
 // celPlane is a control plane of a CEL scenario.
 type celPlane struct {
-	c        *cluster.Cluster
-	admin    *kubernetes.Clientset
-	adminCfg *rest.Config
-	dyn      dynamic.Interface
+	c         *cluster.Cluster
+	admin     *kubernetes.Clientset
+	adminREST rest.Interface
+	adminCfg  *rest.Config
+	dyn       dynamic.Interface
 	// kube is the --kube-version the policies are printed for.
 	kube string
 
@@ -136,7 +139,7 @@ func startCELPlane(t *testing.T, args ...string) *celPlane {
 		Subjects:   []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:authenticated"}},
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	return &celPlane{c: c, admin: cs, adminCfg: cfg, dyn: dyn, kube: kube, clients: map[string]*celClient{}}
+	return &celPlane{c: c, admin: cs, adminREST: jsonREST(t, cfg), adminCfg: cfg, dyn: dyn, kube: kube, clients: map[string]*celClient{}}
 }
 
 // identityKey names a certificate identity.
@@ -160,11 +163,26 @@ func (p *celPlane) certClient(t *testing.T, user string, groups []string) *celCl
 	cc := &celClient{}
 	cc.cs, err = kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	cc.rc = cc.cs.CoreV1().RESTClient()
+	cc.rc = jsonREST(t, cfg)
 	cc.who, err = whoAmI(t.Context(), cc.cs)
 	require.NoError(t, err, "who is %q", user)
 	p.clients[key] = cc
 	return cc
+}
+
+// jsonREST is a REST client of cfg that speaks JSON both ways, for
+// requests whose bodies are the fixtures' JSON.
+func jsonREST(t *testing.T, cfg *rest.Config) rest.Interface {
+	t.Helper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.GroupVersion = &schema.GroupVersion{Version: "v1"}
+	cfg.APIPath = "/api"
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	cfg.ContentType = "application/json"
+	cfg.AcceptContentTypes = "application/json"
+	rc, err := rest.RESTClientFor(cfg)
+	require.NoError(t, err)
+	return rc
 }
 
 // namespace creates a namespace with labels and its default
@@ -305,6 +323,53 @@ func module(ctx context.Context, cacheDir string, settings []byte, request any) 
 		return moduleAnswer{}, fmt.Errorf("read the answer of yunikorn-userinfo run: %w: %s", err, stdout.String())
 	}
 	return a, nil
+}
+
+// reviewer asks a running `yunikorn-userinfo serve` (the module, as the
+// webhook runs it) for its answer to AdmissionRequests.
+type reviewer struct {
+	hc  *http.Client
+	url string
+}
+
+// startReviewer starts serve with settings next to the plane.
+func (p *celPlane) startReviewer(t *testing.T, name string, settings []byte) *reviewer {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name+".json")
+	require.NoError(t, os.WriteFile(file, settings, 0o600))
+	wh, err := p.c.StartWebhook(t.Context(), cluster.WebhookOptions{Name: name, Binary: e2e.serveBinary, SettingsFile: file})
+	require.NoError(t, err, "start serve with settings %s", settings)
+	hc, err := p.c.HTTPClient()
+	require.NoError(t, err)
+	hc.Timeout = 30 * time.Second
+	return &reviewer{hc: hc, url: wh.BaseURL + "/mutate"}
+}
+
+func (rv *reviewer) review(ctx context.Context, request map[string]any) (moduleAnswer, error) {
+	if _, ok := request["uid"]; !ok {
+		request["uid"] = "cel-e2e"
+	}
+	body, err := json.Marshal(map[string]any{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+	if err != nil {
+		return moduleAnswer{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rv.url, bytes.NewReader(body))
+	if err != nil {
+		return moduleAnswer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := rv.hc.Do(req)
+	if err != nil {
+		return moduleAnswer{}, fmt.Errorf("ask serve: %w", err)
+	}
+	defer resp.Body.Close()
+	var review struct {
+		Response *moduleAnswer `json:"response"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&review); err != nil || review.Response == nil {
+		return moduleAnswer{}, fmt.Errorf("read serve's answer (%s): %v", resp.Status, err)
+	}
+	return *review.Response, nil
 }
 
 // patched applies the module's JSON patch to object.
@@ -515,24 +580,96 @@ func rename(obj map[string]any, name, ns string) map[string]any {
 	return out
 }
 
+// templatePaths are the pod templates of a kind.
+func templatePaths(kind string) [][]string {
+	switch kind {
+	case "Pod", "Binding":
+		return nil
+	case "CronJob":
+		return [][]string{{"spec", "jobTemplate", "spec", "template"}}
+	}
+	return [][]string{{"spec", "template"}}
+}
+
+// storable makes an object one the API server stores, in ways the
+// policies and the module never look at: labels and annotation keys the
+// API server refuses are dropped (the fixtures' requests are shaped like
+// the API server's, not always valid), and a workload's selector is one
+// that matches its template. Both sides then judge the same object.
+func storable(obj map[string]any, kind, name string) {
+	clean := func(meta map[string]any) {
+		if meta == nil {
+			return
+		}
+		for _, field := range []string{"labels", "annotations"} {
+			m, _ := meta[field].(map[string]any)
+			for k, v := range m {
+				sv, _ := v.(string)
+				if len(validation.IsQualifiedName(k)) > 0 || (field == "labels" && len(validation.IsValidLabelValue(sv)) > 0) {
+					delete(m, k)
+				}
+			}
+		}
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	clean(meta)
+	for _, tp := range templatePaths(kind) {
+		tmpl, ok, _ := unstructured.NestedMap(obj, tp...)
+		if !ok {
+			continue
+		}
+		tmeta, _ := tmpl["metadata"].(map[string]any)
+		if tmeta == nil {
+			tmeta = map[string]any{}
+		}
+		clean(tmeta)
+		labels, _ := tmeta["labels"].(map[string]any)
+		if labels == nil {
+			labels = map[string]any{}
+		}
+		labels["cel.e2e/name"] = name
+		tmeta["labels"] = labels
+		tmpl["metadata"] = tmeta
+		_ = unstructured.SetNestedMap(obj, tmpl, tp...)
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	switch kind {
+	case "Deployment", "ReplicaSet", "StatefulSet", "DaemonSet":
+		spec["selector"] = map[string]any{"matchLabels": map[string]any{"cel.e2e/name": name}}
+	case "ReplicationController":
+		spec["selector"] = map[string]any{"cel.e2e/name": name}
+	case "Job":
+		delete(spec, "selector")
+		delete(spec, "manualSelector")
+		if tmpl, ok, _ := unstructured.NestedMap(spec, "template", "metadata", "labels"); ok {
+			for k := range tmpl {
+				if strings.Contains(k, "controller-uid") || k == "job-name" || k == "batch.kubernetes.io/job-name" {
+					unstructured.RemoveNestedField(spec, "template", "metadata", "labels", k)
+				}
+			}
+		}
+	}
+}
+
 // prepare stores, with no policy installed yet, what the replay needs to
 // exist: the old object of an UPDATE, the Pod of a Binding.
 func (p *celPlane) prepare(ctx context.Context, r *replay) error {
 	switch {
 	case r.gvk.Kind == "Binding":
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: r.name}, Spec: podSpec(corev1.RestartPolicyNever)}
-		if _, err := p.admin.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		body, _ := json.Marshal(pod)
+		stored, err := rawBody(p.adminREST.Post().AbsPath("/api/v1/namespaces/" + r.ns + "/pods").Body(body).Do(ctx))
+		if err != nil {
 			return err
 		}
-		if meta, _ := r.object["metadata"].(map[string]any); meta != nil {
-			meta["name"], meta["namespace"] = r.name, r.ns
-		}
+		r.oldStored = stored
+		r.object = rename(r.object, r.name, r.ns)
 		return nil
 	case r.op == "UPDATE":
 		old := rename(r.oldObject, r.name, r.ns)
+		storable(old, r.gvk.Kind, r.name)
 		body, _ := json.Marshal(old)
-		res := p.admin.CoreV1().RESTClient().Post().AbsPath(r.collection(r.ns)).Param("fieldValidation", "Ignore").Body(body).Do(ctx)
-		stored, err := res.Raw()
+		stored, err := rawBody(p.adminREST.Post().AbsPath(r.collection(r.ns)).Param("fieldValidation", "Ignore").Body(body).Do(ctx))
 		if err != nil {
 			return err
 		}
@@ -545,11 +682,31 @@ func (p *celPlane) prepare(ctx context.Context, r *replay) error {
 		if status, ok := r.object["status"]; ok && r.sub == "status" {
 			obj["status"] = status
 		}
+		storable(obj, r.gvk.Kind, r.name)
+		if r.gvk.Kind == "Job" {
+			// The selector the API server generated, and the labels it
+			// added to the template: immutable, so the update keeps them.
+			sel, _, _ := unstructured.NestedFieldCopy(st, "spec", "selector")
+			_ = unstructured.SetNestedField(obj, sel, "spec", "selector")
+			labels, _, _ := unstructured.NestedMap(st, "spec", "template", "metadata", "labels")
+			_ = unstructured.SetNestedMap(obj, labels, "spec", "template", "metadata", "labels")
+		}
 		r.object = obj
 		return nil
 	}
 	r.object = rename(r.object, r.name, r.ns)
+	storable(r.object, r.gvk.Kind, r.name)
 	return nil
+}
+
+// rawBody is the body of a response, or its error with the Status the
+// API server answered.
+func rawBody(res rest.Result) ([]byte, error) {
+	body, err := res.Raw()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, body)
+	}
+	return body, nil
 }
 
 // send makes the replay's request as cc; it returns the stored object.
@@ -568,7 +725,7 @@ func (r *replay) send(ctx context.Context, cc *celClient) ([]byte, error) {
 	default:
 		req = cc.rc.Put().AbsPath(r.collection(r.ns), r.name)
 	}
-	if _, err := req.Param("fieldValidation", "Ignore").Body(body).Do(ctx).Raw(); err != nil {
+	if _, err := rawBody(req.Param("fieldValidation", "Ignore").Body(body).Do(ctx)); err != nil {
 		return nil, err
 	}
 	path := r.collection(r.ns)
@@ -592,7 +749,7 @@ func (r *replay) moduleRequest(who identity) map[string]any {
 	req["userInfo"] = ui
 	req["namespace"], req["name"] = r.ns, r.name
 	req["object"] = r.object
-	if r.oldStored != nil {
+	if r.oldStored != nil && r.op == "UPDATE" {
 		var old map[string]any
 		_ = json.Unmarshal(r.oldStored, &old)
 		req["oldObject"] = old
@@ -613,7 +770,6 @@ func TestCELFixtures(t *testing.T) {
 	p := startCELPlane(t)
 	ctx := t.Context()
 	rows := loadFixtureRows(t)
-	cacheDir := t.TempDir()
 
 	// Group by settings, in table order; keep the settings cel prints.
 	type set struct {
@@ -655,99 +811,107 @@ func TestCELFixtures(t *testing.T) {
 
 	var mu sync.Mutex
 	compared, documented, serverRefused := 0, 0, 0
-	for i, s := range sets {
-		if len(s.replays) == 0 {
-			continue
-		}
-		label := map[string]string{"cel.e2e/set": fmt.Sprint(i)}
-		ns := fmt.Sprintf("fx%d", i)
-		p.namespace(t, ns, label)
-		probe := newPod("probe", map[string]string{annotationKey: `{"user":"probe"}`})
-		_, err := p.admin.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{})
-		require.NoError(t, err)
-		var ready []*replay
-		for j, r := range s.replays {
-			r.name, r.ns = fmt.Sprintf("r%d", j), ns
-			if err := p.prepare(ctx, r); err != nil {
-				// An old object the API server will not store (a field set
-				// only a subresource may set): the update never happens.
-				t.Logf("%s: not replayed: its old object cannot be stored: %v", r.row.Name, err)
-				mu.Lock()
-				notSent++
-				mu.Unlock()
+	count := func(n *int) {
+		mu.Lock()
+		*n++
+		mu.Unlock()
+	}
+	// The sets side by side, each in its namespace with its bindings; the
+	// replays of all of them in parallel, once every set enforces.
+	t.Run("replay", func(t *testing.T) {
+		for i, s := range sets {
+			if len(s.replays) == 0 {
 				continue
 			}
-			ready = append(ready, r)
-		}
-		p.install(t, s.stream, label)
-		p.waitPolicies(t, ns, "probe", `{"user":"probe"}`, strings.Contains(string(s.stream), "kind: MutatingAdmissionPolicy\n"))
-
-		for _, r := range ready {
-			t.Run(r.row.Name, func(t *testing.T) {
-				cc := p.certClient(t, r.user, r.groups)
-				want, err := module(ctx, cacheDir, s.settings, r.moduleRequest(cc.who))
-				require.NoError(t, err)
-				stored, err := r.send(ctx, cc)
-				if err != nil && !byPolicy(err) {
-					// Refused by the API server itself (validation of an
-					// immutable field, say) where no policy had a say: not
-					// a verdict of the policies. The module must not have
-					// recorded anything different either way.
-					t.Logf("refused by the API server, not by a policy: %v (module: allowed %v %q)", err, want.Allowed, want.message())
-					mu.Lock()
-					serverRefused++
-					mu.Unlock()
-					return
+			label := map[string]string{"cel.e2e/set": fmt.Sprint(i)}
+			ns := fmt.Sprintf("fx%d", i)
+			p.namespace(t, ns, label)
+			_, err := p.admin.CoreV1().Pods(ns).Create(ctx, newPod("probe", map[string]string{annotationKey: `{"user":"probe"}`}), metav1.CreateOptions{})
+			require.NoError(t, err)
+			var ready []*replay
+			for j, r := range s.replays {
+				r.name, r.ns = fmt.Sprintf("r%d", j), ns
+				if err := p.prepare(ctx, r); err != nil {
+					// An old object the API server will not store: the
+					// update never happens.
+					t.Logf("%s: not replayed: its old object cannot be stored: %.300v", r.row.Name, err)
+					notSent++
+					continue
 				}
-				mu.Lock()
-				compared++
-				mu.Unlock()
-				if want.Allowed && err != nil {
-					// The documented difference, and only it.
-					require.Contains(t, err.Error(), "accepts a supplied value only in the form encoding/json writes",
-						"CEL refused what the module admits (module: %q)", want.message())
-					value, _ := annotationAt(celJSON(t, r.object), celMetaPath(r.gvk.Kind))
-					var id struct {
-						User   string   `json:"user"`
-						Groups []string `json:"groups,omitempty"`
+				ready = append(ready, r)
+			}
+			p.install(t, s.stream, label)
+			p.waitPolicies(t, ns, "probe", `{"user":"probe"}`, strings.Contains(string(s.stream), "kind: MutatingAdmissionPolicy\n"))
+			rv := p.startReviewer(t, ns, s.settings)
+
+			for _, r := range ready {
+				t.Run(r.row.Name, func(t *testing.T) {
+					t.Parallel()
+					cc := p.certClient(t, r.user, r.groups)
+					want, err := rv.review(ctx, r.moduleRequest(cc.who))
+					require.NoError(t, err)
+					stored, err := r.send(ctx, cc)
+					if err != nil && !byPolicy(err) {
+						// Refused by the API server itself (a field it
+						// does not accept) where no policy had a say: not
+						// a verdict of the policies.
+						t.Logf("refused by the API server, not by a policy: %.300v (module: allowed %v %q)", err, want.Allowed, want.message())
+						count(&serverRefused)
+						return
 					}
-					require.NoError(t, json.Unmarshal([]byte(value), &id), "the refused value is JSON")
-					again, _ := json.Marshal(id)
-					require.NotEqual(t, value, string(again), "CEL refused a value in encoding/json's form")
-					mu.Lock()
-					documented++
-					mu.Unlock()
-					return
-				}
-				require.Equal(t, want.Allowed, err == nil, "module: allowed %v %q; API server: %v", want.Allowed, want.message(), err)
-				if err != nil {
-					return
-				}
-				modObj, perr := want.patched(celJSON(t, r.object))
-				require.NoError(t, perr)
-				path := celMetaPath(r.gvk.Kind)
-				if r.gvk.Kind == "Binding" {
-					// A Binding is judged, not changed: the Pod keeps its value.
-					modObj = r.oldStoredOrPod(t, p)
-				}
-				wv, wok := annotationAt(modObj, path)
-				gv, gok := annotationAt(stored, path)
-				assert.Equal(t, wok, gok, "annotation present: module %v, API server %v", wok, gok)
-				assert.Equal(t, wv, gv, "stored annotation")
-			})
+					count(&compared)
+					if want.Allowed && err != nil {
+						// The documented difference, and only it.
+						require.Contains(t, err.Error(), "accepts a supplied value only in the form encoding/json writes",
+							"CEL refused what the module admits (module: %q)", want.message())
+						value, _ := annotationAt(celJSON(t, r.object), celMetaPath(r.gvk.Kind))
+						var id struct {
+							User   string   `json:"user"`
+							Groups []string `json:"groups,omitempty"`
+						}
+						require.NoError(t, json.Unmarshal([]byte(value), &id), "the refused value is JSON")
+						again, _ := json.Marshal(id)
+						require.NotEqual(t, value, string(again), "CEL refused a value in encoding/json's form")
+						count(&documented)
+						return
+					}
+					path := celMetaPath(r.gvk.Kind)
+					if !want.Allowed && err == nil && r.sub == "ephemeralcontainers" {
+						// The second documented difference: the module,
+						// asked before the API server's strategy, refuses
+						// the change; the strategy discards every metadata
+						// change of this subresource before the validating
+						// policy sees it, so CEL admits, and nothing changes.
+						wv, wok := annotationAt(r.oldStored, path)
+						gv, gok := annotationAt(stored, path)
+						require.Equal(t, wok, gok)
+						require.Equal(t, wv, gv, "the stored value is the old one")
+						count(&documented)
+						return
+					}
+					require.Equal(t, want.Allowed, err == nil, "module: allowed %v %q; API server: %v", want.Allowed, want.message(), err)
+					if err != nil {
+						return
+					}
+					modObj, perr := want.patched(celJSON(t, r.object))
+					require.NoError(t, perr)
+					if r.gvk.Kind == "Binding" {
+						// A Binding is judged, not changed: the Pod keeps
+						// the value it had.
+						modObj = r.oldStored
+					}
+					wv, wok := annotationAt(modObj, path)
+					gv, gok := annotationAt(stored, path)
+					assert.Equal(t, wok, gok, "annotation present: module %v, API server %v", wok, gok)
+					assert.Equal(t, wv, gv, "stored annotation")
+				})
+			}
 		}
-	}
-	t.Logf("%d settings the in-apiserver mode expresses (%d need the webhook, %d the module refuses); %d fixtures compared through kube-apiserver %s, %d of them the documented difference; %d refused by the API server's own validation; %d requests the API server never sends",
+	})
+	t.Logf("%d settings the in-apiserver mode expresses (%d need the webhook, %d the module refuses); %d fixtures compared through kube-apiserver %s, %d of them a documented difference; %d refused by the API server's own validation; %d requests the API server never sends",
 		len(sets), needWebhook, refusedSettings, compared, e2e.kubeVersion, documented, serverRefused, notSent)
-	require.Greater(t, compared, 150, "too few fixtures compared: the filter is wrong")
-}
-
-// oldStoredOrPod is the bound Pod as stored before the Binding.
-func (r *replay) oldStoredOrPod(t *testing.T, p *celPlane) []byte {
-	t.Helper()
-	b, err := p.admin.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces/"+r.ns+"/pods", r.name).Do(t.Context()).Raw()
-	require.NoError(t, err)
-	return b
+	require.Greater(t, compared, 400, "too few fixtures compared: the filter is wrong")
+	require.Less(t, serverRefused, 20, "too many fixtures the API server refuses itself: the replay no longer sends what the fixtures mean")
 }
 
 func celJSON(t *testing.T, v any) []byte {

@@ -94,12 +94,12 @@ type suite struct {
 	ykAdmissionBinary           string // YuniKorn's admission controller (kbuild.EnsureAdmissionController)
 	// binDir holds the cluster binaries, and pidRoot the pid records of
 	// every control plane: the CEL scenarios start planes of their own.
-	binDir, pidRoot string
-	repo                        string
-	settingsFile                string
-	mwcManifest                 []byte
-	vwcManifest                 []byte
-	kubewardenPolicies          [][]byte // the ClusterAdmissionPolicy and its validating twin
+	binDir, pidRoot    string
+	repo               string
+	settingsFile       string
+	mwcManifest        []byte
+	vwcManifest        []byte
+	kubewardenPolicies [][]byte // the ClusterAdmissionPolicy and its validating twin
 	// operators are the operator builds, by kbuild.Operator.Name; nil in
 	// the second pass, which runs only the YuniKorn scenarios.
 	operators map[string]kbuild.OperatorResult
