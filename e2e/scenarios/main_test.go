@@ -153,7 +153,7 @@ func run(m *testing.M) int {
 	// 1. The cluster binaries, cached outside the clone. go test's -timeout
 	// starts counting only in m.Run, so the build has its own bound: a cold
 	// build takes about 8 minutes on two idle cores.
-	// $E2E_KUBE_VERSION picks an older control plane (1.33) from a wrapper
+	// $E2E_KUBE_VERSION picks another control plane (1.33, 1.35) from a wrapper
 	// module of its own; unset, the e2e module's own pins (1.37).
 	kubeModule, err := kbuild.KubeModuleDir(filepath.Join(repo, "e2e"), os.Getenv(kbuild.KubeVersionEnv))
 	if err != nil {
