@@ -4,7 +4,8 @@ package scenarios
 // `yunikorn-userinfo cel` prints, installed as printed, judge the fixture
 // table and an identity corpus, and every verdict and stored annotation is
 // compared with the policy module's own answer (`yunikorn-userinfo run`)
-// for the same request as the API server saw it (docs/CEL.md).
+// for the same request as the API server saw it (docs/CEL.md,
+// docs/BEHAVIOUR.md §6).
 //
 // Each scenario runs a control plane of its own (etcd, kube-apiserver and
 // the service account controllers): the policies apply to every namespace
@@ -1099,6 +1100,8 @@ func TestCELStaticManifests(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "delete the static mutating policy: %v", err)
 	require.NoError(t, vaps.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
 	require.NoError(t, p.admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	require.NoError(t, maps.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
+	require.NoError(t, p.admin.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}))
 	// Nor shadow one: the suffix is reserved.
 	_, err = p.admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &admissionBindingShadow, metav1.CreateOptions{})
 	require.Error(t, err)
