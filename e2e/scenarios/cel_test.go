@@ -203,7 +203,9 @@ func (p *celPlane) namespace(t *testing.T, name string, labels map[string]string
 // celOutput runs `yunikorn-userinfo cel` with settings and returns its
 // standard output; a refusal is an error with its message.
 func celOutput(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, e2e.serveBinary, append([]string{"cel"}, args...)...)
+	// The module compiled once for every call (wazero's cache).
+	cache := filepath.Join(e2e.cluster.Dir, "cel-wazero-cache")
+	cmd := exec.CommandContext(ctx, e2e.serveBinary, append([]string{"cel", "--cache-dir", cache}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -338,7 +340,9 @@ func (p *celPlane) startReviewer(t *testing.T, name string, settings []byte) *re
 	t.Helper()
 	file := filepath.Join(t.TempDir(), name+".json")
 	require.NoError(t, os.WriteFile(file, settings, 0o600))
-	wh, err := p.c.StartWebhook(t.Context(), cluster.WebhookOptions{Name: name, Binary: e2e.serveBinary, SettingsFile: file})
+	// One compilation of the module for all of them.
+	wh, err := p.c.StartWebhook(t.Context(), cluster.WebhookOptions{Name: name, Binary: e2e.serveBinary, SettingsFile: file,
+		ExtraArgs: []string{"--cache-dir", filepath.Join(p.c.Dir, "wazero-cache")}})
 	require.NoError(t, err, "start serve with settings %s", settings)
 	hc, err := p.c.HTTPClient()
 	require.NoError(t, err)
@@ -781,6 +785,7 @@ func TestCELFixtures(t *testing.T) {
 	var sets []*set
 	bySettings := map[string]*set{}
 	needWebhook, refusedSettings, notSent := 0, 0, 0
+	listed := time.Now()
 	for _, row := range rows {
 		s, seen := bySettings[string(row.Settings)]
 		if !seen {
@@ -819,7 +824,10 @@ func TestCELFixtures(t *testing.T) {
 	}
 	// The sets side by side, each in its namespace with its bindings; the
 	// replays of all of them in parallel, once every set enforces.
+	t.Logf("settings judged and printed by cel in %.1fs", time.Since(listed).Seconds())
+	began, replayBegan := time.Now(), time.Now()
 	t.Run("replay", func(t *testing.T) {
+		defer func() { replayBegan = time.Now() }()
 		for i, s := range sets {
 			if len(s.replays) == 0 {
 				continue
@@ -909,6 +917,7 @@ func TestCELFixtures(t *testing.T) {
 			}
 		}
 	})
+	t.Logf("set-up of the %d settings %.1fs, replays %.1fs", len(sets), replayBegan.Sub(began).Seconds(), time.Since(replayBegan).Seconds())
 	t.Logf("%d settings the in-apiserver mode expresses (%d need the webhook, %d the module refuses); %d fixtures compared through kube-apiserver %s, %d of them a documented difference; %d refused by the API server's own validation; %d requests the API server never sends",
 		len(sets), needWebhook, refusedSettings, compared, e2e.kubeVersion, documented, serverRefused, notSent)
 	require.Greater(t, compared, 400, "too few fixtures compared: the filter is wrong")
