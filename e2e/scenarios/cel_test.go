@@ -912,7 +912,7 @@ func TestCELFixtures(t *testing.T) {
 					wv, wok := annotationAt(modObj, path)
 					gv, gok := annotationAt(stored, path)
 					assert.Equal(t, wok, gok, "annotation present: module %v, API server %v", wok, gok)
-					assert.Equal(t, wv, gv, "stored annotation")
+					sameBytes(t, wv, gv, "stored annotation")
 				})
 			}
 		}
@@ -922,6 +922,22 @@ func TestCELFixtures(t *testing.T) {
 		len(sets), needWebhook, refusedSettings, compared, e2e.kubeVersion, documented, serverRefused, notSent)
 	require.Greater(t, compared, 400, "too few fixtures compared: the filter is wrong")
 	require.Less(t, serverRefused, 20, "too many fixtures the API server refuses itself: the replay no longer sends what the fixtures mean")
+}
+
+// sameBytes asserts got is want byte for byte, and names the first byte
+// that differs (identities run to tens of kilobytes).
+func sameBytes(t *testing.T, want, got, what string) {
+	t.Helper()
+	if want == got {
+		return
+	}
+	i := 0
+	for i < len(want) && i < len(got) && want[i] == got[i] {
+		i++
+	}
+	lo := max(0, i-40)
+	t.Errorf("%s: %d bytes from the module, %d stored; first difference at byte %d: module %q, stored %q",
+		what, len(want), len(got), i, want[lo:min(len(want), i+40)], got[lo:min(len(got), i+40)])
 }
 
 func celJSON(t *testing.T, v any) []byte {
@@ -1002,7 +1018,7 @@ func TestCELIdentities(t *testing.T) {
 			require.NoError(t, err)
 			stored, err := p.admin.CoreV1().Pods(ns).Get(ctx, got.Name, metav1.GetOptions{})
 			require.NoError(t, err)
-			assert.Equal(t, wantValue, stored.Annotations[annotationKey], "stored annotation, byte for byte")
+			sameBytes(t, wantValue, stored.Annotations[annotationKey], "stored annotation")
 			t.Logf("stored %d bytes: %.120q", len(wantValue), stored.Annotations[annotationKey])
 
 			// Supplying its own value exactly: admitted, as the module does.
