@@ -331,6 +331,7 @@ func module(ctx context.Context, cacheDir string, settings []byte, request any) 
 // reviewer asks a running `yunikorn-userinfo serve` (the module, as the
 // webhook runs it) for its answer to AdmissionRequests.
 type reviewer struct {
+	wh  *cluster.Webhook
 	hc  *http.Client
 	url string
 }
@@ -347,7 +348,7 @@ func (p *celPlane) startReviewer(t *testing.T, name string, settings []byte) *re
 	hc, err := p.c.HTTPClient()
 	require.NoError(t, err)
 	hc.Timeout = 30 * time.Second
-	return &reviewer{hc: hc, url: wh.BaseURL + "/mutate"}
+	return &reviewer{wh: wh, hc: hc, url: wh.BaseURL + "/mutate"}
 }
 
 func (rv *reviewer) review(ctx context.Context, request map[string]any) (moduleAnswer, error) {
@@ -822,102 +823,105 @@ func TestCELFixtures(t *testing.T) {
 		*n++
 		mu.Unlock()
 	}
-	// The sets side by side, each in its namespace with its bindings; the
-	// replays of all of them in parallel, once every set enforces.
+	// The sets side by side, each in its namespace with its bindings.
 	t.Logf("settings judged and printed by cel in %.1fs", time.Since(listed).Seconds())
-	began, replayBegan := time.Now(), time.Now()
+	began := time.Now()
 	t.Run("replay", func(t *testing.T) {
-		defer func() { replayBegan = time.Now() }()
 		for i, s := range sets {
 			if len(s.replays) == 0 {
 				continue
 			}
-			label := map[string]string{"cel.e2e/set": fmt.Sprint(i)}
 			ns := fmt.Sprintf("fx%d", i)
-			p.namespace(t, ns, label)
-			_, err := p.admin.CoreV1().Pods(ns).Create(ctx, newPod("probe", map[string]string{annotationKey: `{"user":"probe"}`}), metav1.CreateOptions{})
-			require.NoError(t, err)
-			var ready []*replay
-			for j, r := range s.replays {
-				r.name, r.ns = fmt.Sprintf("r%d", j), ns
-				if err := p.prepare(ctx, r); err != nil {
-					// An old object the API server will not store: the
-					// update never happens.
-					t.Logf("%s: not replayed: its old object cannot be stored: %.300v", r.row.Name, err)
-					notSent++
-					continue
+			// One set at a time, its replays in parallel, its serve
+			// stopped when they are done.
+			t.Run(ns, func(t *testing.T) {
+				label := map[string]string{"cel.e2e/set": fmt.Sprint(i)}
+				p.namespace(t, ns, label)
+				_, err := p.admin.CoreV1().Pods(ns).Create(ctx, newPod("probe", map[string]string{annotationKey: `{"user":"probe"}`}), metav1.CreateOptions{})
+				require.NoError(t, err)
+				var ready []*replay
+				for j, r := range s.replays {
+					r.name, r.ns = fmt.Sprintf("r%d", j), ns
+					if err := p.prepare(ctx, r); err != nil {
+						// An old object the API server will not store: the
+						// update never happens.
+						t.Logf("%s: not replayed: its old object cannot be stored: %.300v", r.row.Name, err)
+						notSent++
+						continue
+					}
+					ready = append(ready, r)
 				}
-				ready = append(ready, r)
-			}
-			p.install(t, s.stream, label)
-			p.waitPolicies(t, ns, "probe", `{"user":"probe"}`, strings.Contains(string(s.stream), "kind: MutatingAdmissionPolicy\n"))
-			rv := p.startReviewer(t, ns, s.settings)
+				p.install(t, s.stream, label)
+				p.waitPolicies(t, ns, "probe", `{"user":"probe"}`, strings.Contains(string(s.stream), "kind: MutatingAdmissionPolicy\n"))
+				rv := p.startReviewer(t, ns, s.settings)
+				t.Cleanup(func() { assert.NoError(t, rv.wh.Stop()) })
 
-			for _, r := range ready {
-				t.Run(r.row.Name, func(t *testing.T) {
-					t.Parallel()
-					cc := p.certClient(t, r.user, r.groups)
-					want, err := rv.review(ctx, r.moduleRequest(cc.who))
-					require.NoError(t, err)
-					stored, err := r.send(ctx, cc)
-					if err != nil && !byPolicy(err) {
-						// Refused by the API server itself (a field it
-						// does not accept) where no policy had a say: not
-						// a verdict of the policies.
-						t.Logf("refused by the API server, not by a policy: %.300v (module: allowed %v %q)", err, want.Allowed, want.message())
-						count(&serverRefused)
-						return
-					}
-					count(&compared)
-					if want.Allowed && err != nil {
-						// The documented difference, and only it.
-						require.Contains(t, err.Error(), "accepts a supplied value only in the form encoding/json writes",
-							"CEL refused what the module admits (module: %q)", want.message())
-						value, _ := annotationAt(celJSON(t, r.object), celMetaPath(r.gvk.Kind))
-						var id struct {
-							User   string   `json:"user"`
-							Groups []string `json:"groups,omitempty"`
+				for _, r := range ready {
+					t.Run(r.row.Name, func(t *testing.T) {
+						t.Parallel()
+						cc := p.certClient(t, r.user, r.groups)
+						want, err := rv.review(ctx, r.moduleRequest(cc.who))
+						require.NoError(t, err)
+						stored, err := r.send(ctx, cc)
+						if err != nil && !byPolicy(err) {
+							// Refused by the API server itself (a field it
+							// does not accept) where no policy had a say: not
+							// a verdict of the policies.
+							t.Logf("refused by the API server, not by a policy: %.300v (module: allowed %v %q)", err, want.Allowed, want.message())
+							count(&serverRefused)
+							return
 						}
-						require.NoError(t, json.Unmarshal([]byte(value), &id), "the refused value is JSON")
-						again, _ := json.Marshal(id)
-						require.NotEqual(t, value, string(again), "CEL refused a value in encoding/json's form")
-						count(&documented)
-						return
-					}
-					path := celMetaPath(r.gvk.Kind)
-					if !want.Allowed && err == nil && r.sub == "ephemeralcontainers" {
-						// The second documented difference: the module,
-						// asked before the API server's strategy, refuses
-						// the change; the strategy discards every metadata
-						// change of this subresource before the validating
-						// policy sees it, so CEL admits, and nothing changes.
-						wv, wok := annotationAt(r.oldStored, path)
+						count(&compared)
+						if want.Allowed && err != nil {
+							// The documented difference, and only it.
+							require.Contains(t, err.Error(), "accepts a supplied value only in the form encoding/json writes",
+								"CEL refused what the module admits (module: %q)", want.message())
+							value, _ := annotationAt(celJSON(t, r.object), celMetaPath(r.gvk.Kind))
+							var id struct {
+								User   string   `json:"user"`
+								Groups []string `json:"groups,omitempty"`
+							}
+							require.NoError(t, json.Unmarshal([]byte(value), &id), "the refused value is JSON")
+							again, _ := json.Marshal(id)
+							require.NotEqual(t, value, string(again), "CEL refused a value in encoding/json's form")
+							count(&documented)
+							return
+						}
+						path := celMetaPath(r.gvk.Kind)
+						if !want.Allowed && err == nil && r.sub == "ephemeralcontainers" {
+							// The second documented difference: the module,
+							// asked before the API server's strategy, refuses
+							// the change; the strategy discards every metadata
+							// change of this subresource before the validating
+							// policy sees it, so CEL admits, and nothing changes.
+							wv, wok := annotationAt(r.oldStored, path)
+							gv, gok := annotationAt(stored, path)
+							require.Equal(t, wok, gok)
+							require.Equal(t, wv, gv, "the stored value is the old one")
+							count(&documented)
+							return
+						}
+						require.Equal(t, want.Allowed, err == nil, "module: allowed %v %q; API server: %v", want.Allowed, want.message(), err)
+						if err != nil {
+							return
+						}
+						modObj, perr := want.patched(celJSON(t, r.object))
+						require.NoError(t, perr)
+						if r.gvk.Kind == "Binding" {
+							// A Binding is judged, not changed: the Pod keeps
+							// the value it had.
+							modObj = r.oldStored
+						}
+						wv, wok := annotationAt(modObj, path)
 						gv, gok := annotationAt(stored, path)
-						require.Equal(t, wok, gok)
-						require.Equal(t, wv, gv, "the stored value is the old one")
-						count(&documented)
-						return
-					}
-					require.Equal(t, want.Allowed, err == nil, "module: allowed %v %q; API server: %v", want.Allowed, want.message(), err)
-					if err != nil {
-						return
-					}
-					modObj, perr := want.patched(celJSON(t, r.object))
-					require.NoError(t, perr)
-					if r.gvk.Kind == "Binding" {
-						// A Binding is judged, not changed: the Pod keeps
-						// the value it had.
-						modObj = r.oldStored
-					}
-					wv, wok := annotationAt(modObj, path)
-					gv, gok := annotationAt(stored, path)
-					assert.Equal(t, wok, gok, "annotation present: module %v, API server %v", wok, gok)
-					sameBytes(t, wv, gv, "stored annotation")
-				})
-			}
+						assert.Equal(t, wok, gok, "annotation present: module %v, API server %v", wok, gok)
+						sameBytes(t, wv, gv, "stored annotation")
+					})
+				}
+			})
 		}
 	})
-	t.Logf("set-up of the %d settings %.1fs, replays %.1fs", len(sets), replayBegan.Sub(began).Seconds(), time.Since(replayBegan).Seconds())
+	t.Logf("%d settings installed and their fixtures replayed in %.1fs", len(sets), time.Since(began).Seconds())
 	t.Logf("%d settings the in-apiserver mode expresses (%d need the webhook, %d the module refuses); %d fixtures compared through kube-apiserver %s, %d of them a documented difference; %d refused by the API server's own validation; %d requests the API server never sends",
 		len(sets), needWebhook, refusedSettings, compared, e2e.kubeVersion, documented, serverRefused, notSent)
 	require.Greater(t, compared, 400, "too few fixtures compared: the filter is wrong")
