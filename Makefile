@@ -262,6 +262,10 @@ E2E_TIMEOUT ?= 30m
 # the validating twin, the watch caches' list and watch paths, the chart's
 # objects (RATIONALE.md, "Why a wrapper module per older Kubernetes version").
 E2E_OLD_KUBE ?= 1.33
+# The MutatingAdmissionPolicy-beta version (e2e/kube135) the in-apiserver
+# (CEL) scenarios also run on, with the gate and v1beta1 API turned on.
+E2E_MAP_BETA_KUBE ?= 1.35
+E2E_MAP_BETA_RUN ?= CEL
 E2E_OLD_KUBE_RUN ?= ^(TestUserPod|TestDeployment|TestCronJobScheduledJob|TestStatefulSetPods|TestRolloutRestart|TestForgedIdentityRefused|TestFrontEndOnBehalf|TestAnnotationChangeRefused|TestAnnotationAddRefused|TestServerSideApply|TestDryRunCreate|TestImpersonation|TestPodSubresources|TestWebhookDownFailsClosed|TestChartRegistrationGate|TestHostileLaterWebhook|TestHostCapabilities|TestWatchCacheListPaths|TestYuniKornApplicationOwnership|TestChartRenderingServed)$$
 
 .PHONY: chart-render
@@ -278,7 +282,7 @@ chart-render: ## Render the Helm chart (standalone, Kubewarden, cel and hybrid v
 	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 
 .PHONY: e2e
-e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1, then the core scenarios on v1.33.13, about a minute (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold, about as long again for v1.33)
+e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1, then the core scenarios on v1.33.13 and the CEL scenarios on v1.35.4, about a minute (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold, about as long again for v1.33 and for v1.35)
 	@start=$$(date +%s); \
 	cd e2e && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./internal/... && \
 	(cd yunikorn && CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 ./...) && \
@@ -287,7 +291,10 @@ e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-con
 	CGO_ENABLED=0 E2E_SHARED_CONTROLLER_CREDENTIALS=1 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '^TestYuniKorn' ./scenarios && \
 	echo "e2e: the core scenarios again, on Kubernetes $(E2E_OLD_KUBE)" && old=$$(date +%s) && \
 	CGO_ENABLED=0 E2E_KUBE_VERSION=$(E2E_OLD_KUBE) E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '$(E2E_OLD_KUBE_RUN)' ./scenarios && \
-	echo "e2e: Kubernetes $(E2E_OLD_KUBE) pass: $$(( $$(date +%s) - old ))s (its cluster binaries built once, cached after)"; \
+	echo "e2e: Kubernetes $(E2E_OLD_KUBE) pass: $$(( $$(date +%s) - old ))s (its cluster binaries built once, cached after)" && \
+	echo "e2e: the in-apiserver (CEL) scenarios again, on Kubernetes $(E2E_MAP_BETA_KUBE) with MutatingAdmissionPolicy beta turned on" && beta=$$(date +%s) && \
+	CGO_ENABLED=0 E2E_KUBE_VERSION=$(E2E_MAP_BETA_KUBE) E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '$(E2E_MAP_BETA_RUN)' ./scenarios && \
+	echo "e2e: Kubernetes $(E2E_MAP_BETA_KUBE) pass: $$(( $$(date +%s) - beta ))s (its cluster binaries built once, cached after)"; \
 	rc=$$?; echo "make e2e: $$(( $$(date +%s) - start ))s (build, cluster and scenarios; see the timing summary above)"; exit $$rc
 
 .PHONY: clean

@@ -92,11 +92,14 @@ type suite struct {
 	sharedControllerCredentials bool
 	serveBinary                 string
 	ykAdmissionBinary           string // YuniKorn's admission controller (kbuild.EnsureAdmissionController)
-	repo                        string
-	settingsFile                string
-	mwcManifest                 []byte
-	vwcManifest                 []byte
-	kubewardenPolicies          [][]byte // the ClusterAdmissionPolicy and its validating twin
+	// binDir holds the cluster binaries, and pidRoot the pid records of
+	// every control plane: the CEL scenarios start planes of their own.
+	binDir, pidRoot    string
+	repo               string
+	settingsFile       string
+	mwcManifest        []byte
+	vwcManifest        []byte
+	kubewardenPolicies [][]byte // the ClusterAdmissionPolicy and its validating twin
 	// operators are the operator builds, by kbuild.Operator.Name; nil in
 	// the second pass, which runs only the YuniKorn scenarios.
 	operators map[string]kbuild.OperatorResult
@@ -150,7 +153,7 @@ func run(m *testing.M) int {
 	// 1. The cluster binaries, cached outside the clone. go test's -timeout
 	// starts counting only in m.Run, so the build has its own bound: a cold
 	// build takes about 8 minutes on two idle cores.
-	// $E2E_KUBE_VERSION picks an older control plane (1.33) from a wrapper
+	// $E2E_KUBE_VERSION picks another control plane (1.33, 1.35) from a wrapper
 	// module of its own; unset, the e2e module's own pins (1.37).
 	kubeModule, err := kbuild.KubeModuleDir(filepath.Join(repo, "e2e"), os.Getenv(kbuild.KubeVersionEnv))
 	if err != nil {
@@ -253,7 +256,7 @@ func run(m *testing.M) int {
 	}
 	interrupted.setCluster(c)
 	e2e = &suite{cluster: c, serveBinary: serveBinary, sharedControllerCredentials: shared, operators: operators,
-		ykAdmissionBinary: ykac.Path, kubeVersion: bin.KubernetesVersion, ownKube: ownKube, timings: map[string]time.Duration{}}
+		ykAdmissionBinary: ykac.Path, binDir: bin.Dir, pidRoot: filepath.Join(filepath.Dir(bin.Dir), "pids"), kubeVersion: bin.KubernetesVersion, ownKube: ownKube, timings: map[string]time.Duration{}}
 
 	code := func() int {
 		defer func() {

@@ -107,6 +107,37 @@ func (p *PKI) IssueServing(name string, ips []net.IP, dnsNames []string) (certFi
 	return certFile, keyFile, nil
 }
 
+// IssueClient returns a client certificate and its key (PEM) for user
+// (the Common Name) in groups (the Organizations), as the API server's
+// x509 authenticator reads them. Names that are not PrintableString are
+// encoded as UTF8String, so any valid UTF-8 fits; the TLS handshake bounds
+// the certificate's size (64 KiB).
+func (p *PKI) IssueClient(user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate the client key of %q: %w", user, err)
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: user, Organization: groups},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(certValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, key.Public(), p.caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign the client certificate of %q: %w", user, err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode the client key of %q: %w", user, err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
+
 // serviceAccountKeys writes the RSA key pair that signs and verifies
 // service account tokens (sa.key, sa.pub); RSA, as kubeadm makes it.
 func (p *PKI) serviceAccountKeys() (privFile, pubFile string, err error) {

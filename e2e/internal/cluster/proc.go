@@ -170,6 +170,12 @@ type processes struct {
 	dir string
 }
 
+// liveRuns are the pid directories of the runs this process has started
+// and not yet removed: a test process may run several control planes at
+// once, and its own pid alone cannot tell them from a crashed earlier run
+// that had the same pid (a container's pids start over).
+var liveRuns sync.Map
+
 // pidRecord is the content of a <name>.pid file.
 type pidRecord struct {
 	Pid  int    `json:"pid"`
@@ -196,6 +202,7 @@ func newProcesses(root, runDir string) (*processes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode the owner record: %w", err)
 	}
+	liveRuns.Store(dir, true)
 	if err := os.WriteFile(filepath.Join(dir, "owner"), b, 0o600); err != nil {
 		return nil, fmt.Errorf("write the owner record: %w", err)
 	}
@@ -219,6 +226,7 @@ func (r *processes) forget(name string) {
 
 // remove deletes the run's pid directory once everything is stopped.
 func (r *processes) remove() error {
+	liveRuns.Delete(r.dir)
 	return os.RemoveAll(r.dir)
 }
 
@@ -239,6 +247,9 @@ func killLeftovers(root string, log *slog.Logger) error {
 			continue
 		}
 		dir := filepath.Join(root, run.Name())
+		if _, mine := liveRuns.Load(dir); mine {
+			continue
+		}
 		owner, alive := readOwner(filepath.Join(dir, "owner"))
 		if alive {
 			continue

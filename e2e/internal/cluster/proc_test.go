@@ -84,3 +84,25 @@ func TestKillLeftovers(t *testing.T) {
 	assert.FileExists(t, filepath.Join(runDir, "etcd.log"), "its logs stay")
 	assert.DirExists(t, filepath.Join(root, "running"))
 }
+
+// A test process may run several control planes at once: starting one
+// leaves the processes of the others alone, though their owner record
+// names this very process; once removed, a run of this process is a
+// leftover like any other.
+func TestKillLeftovers_ownRunsKept(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	sleeper := startSleeper(t)
+	procs, err := newProcesses(root, t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, procs.record("etcd", sleeper.pid(), sleeper.cmd.Path))
+
+	require.NoError(t, killLeftovers(root, slog.New(slog.DiscardHandler)))
+	assert.False(t, sleeper.ended(0), "a live run of this process is untouched")
+	assert.DirExists(t, procs.dir)
+
+	liveRuns.Delete(procs.dir) // as if this process had crashed and its pid come back
+	require.NoError(t, killLeftovers(root, slog.New(slog.DiscardHandler)))
+	assert.True(t, sleeper.ended(10*time.Second), "a run no live plane of this process owns is a leftover")
+	assert.NoDirExists(t, procs.dir)
+}

@@ -16,11 +16,14 @@ const DefaultKubeVersion = "1.37"
 
 // kubeModules maps each Kubernetes minor version the suite runs on to the
 // module, relative to the e2e module, whose pins Ensure builds: the newest
-// is the e2e module itself, the oldest a wrapper module of its own (its
-// staging modules cannot share a module graph with the newest's).
+// is the e2e module itself, each other one a wrapper module of its own (its
+// staging modules cannot share a module graph with the newest's): 1.33 the
+// oldest the core scenarios run on, 1.35 the MutatingAdmissionPolicy beta
+// the CEL scenarios run on.
 var kubeModules = map[string]string{
 	DefaultKubeVersion: ".",
 	"1.33":             "kube133",
+	"1.35":             "kube135",
 }
 
 // KubeVersions lists the versions KubeModuleDir accepts, oldest first.
