@@ -149,16 +149,17 @@ check: policy vet ## The inner loop (about 2 minutes warm on 2 cores, no root, n
 # generate rewrites them from their sources; verify fails, naming the file,
 # when one is stale (make test runs the same checks).
 .PHONY: generate
-generate: embed ## Refresh every generated file: the embedded module, the CLI golden file, the chart's workload presets, the Artifact Hub golden files and artifacthub/
+generate: embed ## Refresh every generated file: the embedded module, the CLI golden file, the chart's workload presets, the settings reference table and the chart schema's settings (from policy/settingsdef), the Artifact Hub golden files and artifacthub/
 	$(GO) test ./cmd/yunikorn-userinfo -run '^TestRun_fixtures$$' -update
 	$(GO) test ./policy -run '^TestPresetsFile$$' -update
+	$(GO) test ./policy/settingsdef -run '^TestGenerated$$' -update
 	$(GO) test ./internal/artifacthub -update
 	$(MAKE) --no-print-directory artifacthub
 
 .PHONY: verify
 verify: check-embedded ## Fail when a generated file is stale (the checks make generate would change)
-	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile)$$' ./cmd/yunikorn-userinfo ./policy
-	$(GO) test -count=1 ./internal/artifacthub
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile|TestSettingsdef_matchesPolicy)$$' ./cmd/yunikorn-userinfo ./policy
+	$(GO) test -count=1 ./internal/artifacthub ./policy/settingsdef
 	@tmp=$$(mktemp -d); cp -r artifacthub $$tmp/ && $(GO) run ./cmd/yunikorn-userinfo scaffold artifacthub -m metadata.yml -o $$tmp/artifacthub >/dev/null && \
 	  diff -r artifacthub $$tmp/artifacthub && rm -rf $$tmp || { echo "artifacthub/ is stale: run make artifacthub"; rm -rf $$tmp; exit 1; }
 
