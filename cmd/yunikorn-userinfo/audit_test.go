@@ -281,6 +281,6 @@ func TestAudit_auditLog(t *testing.T) {
 	assert.Equal(t, 6, out.Lines)
 	require.Len(t, out.Admissions, 3)
 	assert.Equal(t, `{"user":"carol","groups":["analysts"]}`, out.Admissions[1].Claimed)
-	assert.Equal(t, "validate.user-info.yunikorn.apache.org", out.Admissions[2].Webhook)
+	assert.Equal(t, "workloads.validate.user-info.yunikorn.apache.org", out.Admissions[2].Webhook)
 	assert.True(t, out.Admissions[2].DryRun)
 }

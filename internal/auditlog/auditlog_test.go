@@ -37,7 +37,7 @@ func TestRead(t *testing.T) {
 		AuditID: "3a4b5c6d-0000-4000-8000-000000000004", Time: time.Date(2026, 11, 27, 9, 5, 0, 0, time.UTC),
 		Verb: "patch", Resource: "pods", Namespace: "team-b", Name: "web-1", User: "mallory",
 		Groups: []string{"system:authenticated"}, UserAgent: "kubectl/v1.37.1",
-		Webhook: "mutate.user-info.yunikorn.apache.org", Rule: "update: user.info changed", Code: 409,
+		Webhook: "workloads.user-info.yunikorn.apache.org", Rule: "update: user.info changed", Code: 409,
 	}, conflict)
 	assert.False(t, conflict.Persisted(), "the update failed later")
 
@@ -53,7 +53,7 @@ func TestRead(t *testing.T) {
 	assert.Equal(t, "etl-", job.GenerateName, "from the request object")
 	assert.Equal(t, "system:serviceaccount:spark:livy", job.User)
 	assert.Equal(t, "bob", job.ImpersonatedUser)
-	assert.Equal(t, "validate.user-info.yunikorn.apache.org", job.Webhook)
+	assert.Equal(t, "workloads.validate.user-info.yunikorn.apache.org", job.Webhook)
 	assert.True(t, job.DryRun)
 	assert.False(t, job.Persisted())
 }
@@ -64,7 +64,7 @@ func TestRead_filters(t *testing.T) {
 	require.Len(t, res.Admissions, 1)
 	assert.Equal(t, "alice-as-carol", res.Admissions[0].Name)
 
-	res = readFixture(t, Options{Webhook: "validate.user-info.yunikorn.apache.org"})
+	res = readFixture(t, Options{Webhook: "workloads.validate.user-info.yunikorn.apache.org"})
 	require.Len(t, res.Admissions, 1)
 	assert.Equal(t, "jobs.batch", res.Admissions[0].Resource)
 
