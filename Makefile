@@ -143,7 +143,7 @@ test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 
 .PHONY: check
 check: policy vet ## The inner loop (about 2 minutes warm on 2 cores, no root, no race): vet, gofmt, staticcheck of the root module, the native policy tests, the fixture table on the built module, the CLI golden files, the generated files
 	$(GO) run $(STATICCHECK) ./...
-	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./policy/... ./host/conformance ./internal/... ./host
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -short ./policy/... ./host/conformance ./internal/... ./host
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile)$$' ./cmd/yunikorn-userinfo ./policy
 	$(MAKE) --no-print-directory check-embedded
 
