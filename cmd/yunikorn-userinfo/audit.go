@@ -47,7 +47,7 @@ type auditFlags struct {
 func newAuditCommand(a *app) *cobra.Command {
 	f := &auditFlags{}
 	cmd := &cobra.Command{
-		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-s SETTINGS | --settings-json JSON] [-o table|json|openreports|policyreport [--apply]]\n  audit --audit-log FILE [-n NAMESPACE] [--webhook NAME] [-o table|json]",
+		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-s SETTINGS | --settings-json JSON] [-o table|json|openreports|policyreport [--apply]]\n  " + binaryName + " audit --audit-log FILE [-n NAMESPACE] [--webhook NAME] [-o table|json]",
 		Short: "Find the Pods and workloads of a cluster whose user.info YuniKorn cannot trust",
 		Long: `Read every Pod and workload template of the cluster (or of --namespace) that
 YuniKorn schedules (spec.schedulerName --scheduler-name) and report:
