@@ -75,7 +75,7 @@ func newYAMLHarness(t testing.TB, timeout time.Duration) *yamlHarness {
 		return cluster(ctx, binding, namespace, operation, payload)
 	}
 	h.calls = calls
-	e, err := engine.New(t.Context(), wasm, engine.Options{MaxInstances: 1, HostCalls: calls, Timeout: timeout})
+	e, err := engine.New(t.Context(), wasm, engine.Options{CompilationCache: moduleCache, MaxInstances: 1, HostCalls: calls, Timeout: timeout})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
 	h.e = e
