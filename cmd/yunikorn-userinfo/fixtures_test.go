@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,49 +33,23 @@ func TestRun_fixtures(t *testing.T) {
 	cache := compilationCache(t)
 	dir := t.TempDir()
 
-	// Each case is its own `run` (a fresh instance of the module), so the
-	// cases run on every core; their answers are checked in table order.
-	type ran struct {
-		code           int
-		stdout, stderr bytes.Buffer
-	}
-	runs := make([]ran, len(cases))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for i := range next {
-				c := cases[i]
-				args := []string{"run", "--settings-json", string(c.Settings), "--context-dir", fixtures.ClusterDir()}
-				var stdin []byte
-				if i%2 == 0 {
-					path := filepath.Join(dir, fmt.Sprintf("request-%d.json", i))
-					if err := os.WriteFile(path, c.Request, 0o600); err != nil {
-						runs[i].code = -1
-						fmt.Fprint(&runs[i].stderr, err)
-						continue
-					}
-					args = append(args, "-r", path)
-				} else {
-					stdin = []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":` + string(c.Request) + `}`)
-					args = append(args, "-r", "-")
-				}
-				runs[i].code = runWith(t.Context(), args, deps{
-					stdin: bytes.NewReader(stdin), stdout: &runs[i].stdout, stderr: &runs[i].stderr,
-					policy: embeddedPolicy, cache: cache,
-				})
-			}
-		})
-	}
-	for i := range cases {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-
 	got := make(map[string]string, len(cases))
 	for i, c := range cases {
-		code, stdout, stderr := runs[i].code, &runs[i].stdout, &runs[i].stderr
+		args := []string{"run", "--settings-json", string(c.Settings), "--context-dir", fixtures.ClusterDir()}
+		var stdin []byte
+		if i%2 == 0 {
+			path := filepath.Join(dir, fmt.Sprintf("request-%d.json", i))
+			require.NoError(t, os.WriteFile(path, c.Request, 0o600))
+			args = append(args, "-r", path)
+		} else {
+			stdin = []byte(`{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":` + string(c.Request) + `}`)
+			args = append(args, "-r", "-")
+		}
+		var stdout, stderr bytes.Buffer
+		code := runWith(t.Context(), args, deps{
+			stdin: bytes.NewReader(stdin), stdout: &stdout, stderr: &stderr,
+			policy: embeddedPolicy, cache: cache,
+		})
 		ok := t.Run(c.Name, func(t *testing.T) {
 			if rest, invalid := strings.CutPrefix(c.Expect.Message, "settings are not valid: "); invalid {
 				// Like kwctl, run checks the settings before evaluating and
