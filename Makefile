@@ -20,7 +20,9 @@ FUZZTIME  ?=
 # can keep the instance (see RATIONALE.md, "Why `-buildmode=wasi-legacy`").
 TINYGO_FLAGS := -target=wasi -no-debug -buildmode=wasi-legacy -scheduler=none
 
-POLICY_SRC := $(wildcard policy/*.go policy/*/*.go) go.mod go.sum
+# Test files are not part of the module: editing a test or a fixture does
+# not cost a TinyGo build.
+POLICY_SRC := $(filter-out %_test.go,$(wildcard policy/*.go policy/*/*.go)) go.mod go.sum
 
 .PHONY: help
 help: ## List the targets
@@ -141,7 +143,7 @@ test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 
 .PHONY: check
 check: policy vet ## The inner loop (about 2 minutes warm on 2 cores, no root, no race): vet, gofmt, staticcheck of the root module, the native policy tests, the fixture table on the built module, the CLI golden files, the generated files
 	$(GO) run $(STATICCHECK) ./...
-	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./policy/... ./host/conformance ./internal/... ./host
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -short ./policy/... ./host/conformance ./internal/... ./host
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile)$$' ./cmd/yunikorn-userinfo ./policy
 	$(MAKE) --no-print-directory check-embedded
 
@@ -149,18 +151,19 @@ check: policy vet ## The inner loop (about 2 minutes warm on 2 cores, no root, n
 # generate rewrites them from their sources; verify fails, naming the file,
 # when one is stale (make test runs the same checks).
 .PHONY: generate
-generate: embed ## Refresh every generated file: the embedded module, the CLI golden file, the chart's workload presets and CEL policies, the Artifact Hub golden files and artifacthub/
+generate: embed ## Refresh every generated file: the embedded module, the CLI golden file, the chart's workload presets and CEL policies, the settings reference table and the chart schema's settings (from policy/settingsdef), the Artifact Hub golden files and artifacthub/
 	$(GO) test ./cmd/yunikorn-userinfo -run '^TestRun_fixtures$$' -update
 	$(GO) test ./cmd/yunikorn-userinfo -run '^TestMigrate_kubewardenGolden$$' -update
 	$(GO) test ./policy -run '^TestPresetsFile$$' -update
 	$(GO) test ./internal/cel -run '^(TestChartFile|TestParamsFile)$$' -update
+	$(GO) test ./policy/settingsdef -run '^TestGenerated$$' -update
 	$(GO) test ./internal/artifacthub -update
 	$(MAKE) --no-print-directory artifacthub
 
 .PHONY: verify
 verify: check-embedded ## Fail when a generated file is stale (the checks make generate would change)
-	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile)$$' ./cmd/yunikorn-userinfo ./policy
-	$(GO) test -count=1 ./internal/artifacthub
+	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile|TestSettingsdef_matchesPolicy)$$' ./cmd/yunikorn-userinfo ./policy
+	$(GO) test -count=1 ./internal/artifacthub ./policy/settingsdef
 	$(GO) test -count=1 -run '^(TestChartFile|TestParamsFile)$$' ./internal/cel
 	@tmp=$$(mktemp -d); cp -r artifacthub $$tmp/ && $(GO) run ./cmd/yunikorn-userinfo scaffold artifacthub -m metadata.yml -o $$tmp/artifacthub >/dev/null && \
 	  diff -r artifacthub $$tmp/artifacthub && rm -rf $$tmp || { echo "artifacthub/ is stale: run make artifacthub"; rm -rf $$tmp; exit 1; }

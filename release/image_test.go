@@ -34,6 +34,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/certwatch"
 	"github.com/yunikorn-userinfo/userinfo/internal/syncbuf"
+	"github.com/yunikorn-userinfo/userinfo/internal/testnet"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/image"
 )
 
@@ -165,7 +166,8 @@ func runImage(t *testing.T, img v1.Image) {
 	require.NoError(t, os.WriteFile(filepath.Join(certs, "tls.crt"), certPEM, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(certs, "tls.key"), keyPEM, 0o644))
 
-	listen, metrics := freePort(t), freePort(t)
+	addrs := testnet.FreeAddrs(t, 2)
+	listen, metrics := addrs[0], addrs[1]
 	args := append(append([]string{}, cfg.Config.Entrypoint...), cfg.Config.Cmd...)
 	args = append(args, "--cert-file", "/certs/tls.crt", "--key-file", "/certs/tls.key",
 		"--listen", listen, "--metrics-listen", metrics, "--log-format", "json")
@@ -251,14 +253,6 @@ func procStatus(t *testing.T, pid int) map[string]string {
 		}
 	}
 	return out
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // launch is what the test binary does as a launcher (RELEASE_TEST_LAUNCH):

@@ -43,6 +43,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/yunikorn-userinfo/userinfo/internal/syncbuf"
+	"github.com/yunikorn-userinfo/userinfo/internal/testnet"
 )
 
 // The container limit the shipped Deployment sets; every class must stay
@@ -102,15 +103,6 @@ func check(t *testing.T, class, what string, ok bool, detail string) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // startServe runs serve with a self-signed certificate and waits until it
 // is ready.
 func startServe(t *testing.T, args ...string) *server {
@@ -123,7 +115,8 @@ func startServe(t *testing.T, args ...string) *server {
 func startServeWith(t *testing.T, clientCert *tls.Certificate, args ...string) *server {
 	t.Helper()
 	dir := t.TempDir()
-	s := &server{addr: freePort(t), metrics: freePort(t), stderr: &syncbuf.Buffer{}}
+	addrs := testnet.FreeAddrs(t, 2)
+	s := &server{addr: addrs[0], metrics: addrs[1], stderr: &syncbuf.Buffer{}}
 	all := append([]string{"serve", "--self-signed", "--self-signed-dir", dir, "--listen", s.addr,
 		"--metrics-listen", s.metrics, "--log-level", "warn"}, args...)
 	s.cmd = exec.Command(binary(t), all...)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/webhook"
+	"github.com/yunikorn-userinfo/userinfo/internal/auditlog"
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/audit"
 	"github.com/yunikorn-userinfo/userinfo/policy/workloads"
 )
@@ -40,12 +42,14 @@ type auditFlags struct {
 	settingsPath  string
 	settingsJSON  string
 	yunikornURL   string
+	auditLog      string
+	webhookName   string
 }
 
 func newAuditCommand(a *app) *cobra.Command {
 	f := &auditFlags{}
 	cmd := &cobra.Command{
-		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-s SETTINGS | --settings-json JSON] [-o table|json|adopt|openreports|policyreport [--apply]]",
+		Use:   "audit --kubeconfig KUBECONFIG [-n NAMESPACE] [-s SETTINGS | --settings-json JSON] [-o table|json|adopt|openreports|policyreport [--apply]] [--yunikorn URL]\n  " + binaryName + " audit --audit-log FILE [-n NAMESPACE] [--webhook NAME] [-o table|json]",
 		Short: "Find the Pods and workloads of a cluster whose user.info YuniKorn cannot trust",
 		Long: `Read every Pod and workload template of the cluster (or of --namespace) that
 YuniKorn schedules (spec.schedulerName --scheduler-name) and report:
@@ -112,7 +116,15 @@ the cluster (created or replaced; the report an earlier audit left in a
 namespace with nothing audited any more, or the cluster-scoped one when
 nothing cluster-wide is left, is deleted); --apply first checks that the
 cluster serves the API and names the missing CRD if not. The exit code is
-0 whatever was found; 1 on errors. See docs/AUDIT.md.`,
+0 whatever was found; 1 on errors. See docs/AUDIT.md.
+
+With --audit-log FILE (- for stdin), no cluster is read: the API server's
+audit log (--audit-log-format=json, level Metadata or above for the
+requests the webhook sees) is searched for the requests a webhook in
+monitor mode admitted although it would have refused them (its audit
+annotation "monitor: would be refused"), and each is listed with its
+object, verb, user, the API server's answer and the rule that would have
+refused it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runAudit(cmd, f)
@@ -138,11 +150,20 @@ cluster serves the API and names the missing CRD if not. The exit code is
 	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "the policy's settings file, YAML or JSON: its workloads' custom kinds are audited too")
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "the policy's settings as a JSON object: its workloads' custom kinds are audited too")
 	fs.StringVar(&f.yunikornURL, "yunikorn", "", "the base URL of YuniKorn's REST API (http://yunikorn-service.yunikorn.svc:9080, or a kubectl port-forward): report the applications charged to another user than their Pods' user.info names")
+	fs.StringVar(&f.auditLog, "audit-log", "", "instead of reading the cluster, list the requests monitor mode admitted that the webhook would have refused, from this API server audit log (JSON lines; - for stdin)")
+	fs.StringVar(&f.webhookName, "webhook", "", "with --audit-log: only this webhook's refusals (its name in the webhook configuration; default: any)")
 	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
+	cmd.MarkFlagsMutuallyExclusive("audit-log", "kubeconfig")
 	return cmd
 }
 
 func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
+	if f.auditLog != "" {
+		return a.runAuditLog(f)
+	}
+	if f.webhookName != "" {
+		return errors.New("--webhook selects refusals in an audit log: give it with --audit-log")
+	}
 	reportAPI, reports := reportAPIs[f.output]
 	switch {
 	case f.output != "table" && f.output != "json" && f.output != "adopt" && !reports:
@@ -150,7 +171,7 @@ func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	case f.apply && !reports:
 		return errors.New("--apply writes reports: give it with -o openreports or -o policyreport")
 	case f.kubeconfig == "":
-		return errors.New("nothing to audit: give --kubeconfig")
+		return errors.New("nothing to audit: give --kubeconfig, or --audit-log")
 	case f.pageSize <= 0:
 		return fmt.Errorf("invalid --page-size %d: want a positive number", f.pageSize)
 	case f.completing < 0:
@@ -328,4 +349,41 @@ func (a *app) auditWorkloads(ctx context.Context, logger *slog.Logger, f *auditF
 		return nil, nil, fmt.Errorf("read the settings' scheduling: %w", err)
 	}
 	return kinds, sched, nil
+}
+
+// runAuditLog is audit --audit-log: the would-be refusals monitor mode let
+// through, from the API server's audit log.
+func (a *app) runAuditLog(f *auditFlags) error {
+	if f.output != "table" && f.output != "json" {
+		return fmt.Errorf("invalid --output %q with --audit-log: want table or json", f.output)
+	}
+	in := a.stdin
+	if f.auditLog != "-" {
+		file, err := os.Open(f.auditLog)
+		if err != nil {
+			return fmt.Errorf("audit --audit-log: %w", err)
+		}
+		defer file.Close()
+		in = file
+	}
+	res, err := auditlog.Read(in, auditlog.Options{Namespace: f.namespace, Webhook: f.webhookName})
+	if err != nil {
+		return fmt.Errorf("audit --audit-log %s: %w", f.auditLog, err)
+	}
+	if !f.quiet {
+		persisted := 0
+		for _, ad := range res.Admissions {
+			if ad.Persisted() {
+				persisted++
+			}
+		}
+		fmt.Fprintf(a.stderr, "audit: %d lines, %d would-be refusals admitted in monitor mode (%d persisted; the others were dry runs or failed later)\n",
+			res.Lines, len(res.Admissions), persisted)
+	}
+	if f.output == "json" {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return res.WriteTable(a.stdout)
 }

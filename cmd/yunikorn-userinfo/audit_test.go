@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,12 @@ func TestAudit_argumentErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"audit"}, "nothing to audit: give --kubeconfig"},
+		{[]string{"audit"}, "nothing to audit: give --kubeconfig, or --audit-log"},
+		{[]string{"audit", "--kubeconfig", "k", "--webhook", "w"}, "--webhook selects refusals in an audit log: give it with --audit-log"},
+		{[]string{"audit", "--kubeconfig", "k", "--audit-log", "f"}, "if any flags in the group [audit-log kubeconfig] are set none of the others can be"},
+		{[]string{"audit", "--audit-log", "f", "-o", "openreports"}, `invalid --output "openreports" with --audit-log: want table or json`},
+		{[]string{"audit", "--audit-log", "/nonexistent/audit.log"}, "audit --audit-log: open /nonexistent/audit.log: no such file or directory"},
+		{[]string{"audit", "--audit-log", "-"}, "audit --audit-log -: read the audit log: line 1: not an audit event"},
 		{[]string{"audit", "--kubeconfig", "k", "-o", "yaml"}, `invalid --output "yaml": want table, json, adopt, openreports or policyreport`},
 		{[]string{"audit", "--kubeconfig", "k", "--apply"}, "--apply writes reports: give it with -o openreports or -o policyreport"},
 		{[]string{"audit", "--kubeconfig", "k", "--page-size", "0"}, "invalid --page-size 0: want a positive number"},
@@ -29,7 +35,7 @@ func TestAudit_argumentErrors(t *testing.T) {
 		{[]string{"audit", "--kubeconfig", "k", "--completing-timeout", "-1s"}, "invalid --completing-timeout -1s: want a duration of zero or more such as 30s"},
 		{[]string{"audit", "extra"}, `unknown command "extra" for "yunikorn-userinfo audit"`},
 	} {
-		res := runCLIWith(t, nil, "", tc.args...)
+		res := runCLIWith(t, nil, "not json", tc.args...)
 		assert.Equal(t, 1, res.code, "%v", tc.args)
 		assert.Empty(t, res.stdout)
 		assert.True(t, strings.HasPrefix(res.stderr, "Error: "+tc.want), "%v: %s", tc.args, res.stderr)
@@ -278,4 +284,39 @@ func TestAudit_settingsWorkloads(t *testing.T) {
 	res = runCLIWith(t, nil, "", "audit", "--kubeconfig", kubeconfig, "-s", "x", "--settings-json", `{}`)
 	assert.Equal(t, 1, res.code)
 	assert.Contains(t, res.stderr, "[settings-json settings-path] were all set")
+}
+
+// TestAudit_auditLog: audit --audit-log lists, from an API server audit
+// log, the requests monitor mode admitted that the webhook would have
+// refused (the events are internal/auditlog's fixture, shaped as
+// kube-apiserver writes them).
+func TestAudit_auditLog(t *testing.T) {
+	t.Parallel()
+	const log = "../../internal/auditlog/testdata/audit.log"
+	res := runCLIWith(t, nil, "", "audit", "--audit-log", log, "-n", "team-a")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Equal(t, "audit: 6 lines, 1 would-be refusals admitted in monitor mode (1 persisted; the others were dry runs or failed later)\n", res.stderr)
+	assert.Equal(t, `TIME                  VERB    RESOURCE  NAMESPACE  NAME            USER   CODE  RULE
+2026-11-27T09:14:02Z  create  pods      team-a     alice-as-carol  alice  201   create: present, submitter not allowed
+`, res.stdout)
+
+	data, err := os.ReadFile(log)
+	require.NoError(t, err)
+	res = runCLIWith(t, nil, string(data), "audit", "--audit-log", "-", "-o", "json", "-q")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Empty(t, res.stderr)
+	var out struct {
+		Admissions []struct {
+			Verb, Resource, Namespace, Name, User, Webhook, Rule, Claimed string
+			Code                                                          int
+			DryRun                                                        bool
+		}
+		Lines int
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out))
+	assert.Equal(t, 6, out.Lines)
+	require.Len(t, out.Admissions, 3)
+	assert.Equal(t, `{"user":"carol","groups":["analysts"]}`, out.Admissions[1].Claimed)
+	assert.Equal(t, "workloads.validate.user-info.yunikorn.apache.org", out.Admissions[2].Webhook)
+	assert.True(t, out.Admissions[2].DryRun)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
 )
 
 // The CLI tests use a small TinyGo test guest (testdata/guest, see its doc
@@ -35,10 +36,18 @@ type result struct {
 	stderr string
 }
 
+// runCLI runs the command in process with the embedded policy.
 func runCLI(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
+	return runCLIWith(t, nil, stdin, args...)
+}
+
+// runCLIWith is runCLI with engines sharing cache (nil: none).
+func runCLIWith(t *testing.T, cache wazero.CompilationCache, stdin string, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), args, strings.NewReader(stdin), &stdout, &stderr)
+	code := runWith(t.Context(), args, deps{stdin: strings.NewReader(stdin), stdout: &stdout, stderr: &stderr,
+		policy: embeddedPolicy, cache: cache})
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/tetratelabs/wazero"
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
@@ -22,14 +20,6 @@ import (
 
 // The example ConfigMaps of the conversion's own tests.
 const ykExamples = "../../internal/yunikorn/ykconfig/testdata"
-
-func runCLIWith(t *testing.T, cache wazero.CompilationCache, stdin string, args ...string) result {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := runWith(t.Context(), args, deps{stdin: strings.NewReader(stdin), stdout: &stdout, stderr: &stderr,
-		policy: embeddedPolicy, cache: cache})
-	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
-}
 
 // TestMigrate_validSettings: for every example and every combination of
 // options, what migrate prints is accepted by the embedded policy's

@@ -33,6 +33,7 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 	"github.com/yunikorn-userinfo/userinfo/internal/syncbuf"
+	"github.com/yunikorn-userinfo/userinfo/internal/testnet"
 )
 
 // hostileGuest is the webhook package's failure-test guest: the first
@@ -687,8 +688,8 @@ func TestServe_sigterm(t *testing.T) {
 	t.Parallel()
 	tlsf := newTLSFiles(t)
 	client := tlsf.client(t, nil)
-	port := freePort(t)
-	metricsPort := freePort(t)
+	addrs := testnet.FreeAddrs(t, 2)
+	port, metricsPort := addrs[0], addrs[1]
 	cmd := exec.Command(os.Args[0], "serve", hostileGuest,
 		"--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
 		"--listen", port, "--metrics-listen", metricsPort,
@@ -754,16 +755,6 @@ func TestServe_sigterm(t *testing.T) {
 	assert.Contains(t, log, `"msg":"shut down cleanly"`)
 	_, err := net.DialTimeout("tcp", port, time.Second)
 	assert.Error(t, err, "nothing listens any more")
-}
-
-// freePort returns a 127.0.0.1 address that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
 }
 
 // TestServe_skippedQueueCheckIsLoggedAndCounted: a queue check the policy

@@ -62,6 +62,7 @@ var users = []cluster.User{
 	{Name: gangReaderUser},
 	{Name: appOwnerUser},
 	{Name: listPathsUser},
+	{Name: monitorAuditUser, Groups: []string{"dev"}},
 }
 
 // externalUsers replaces the shipped (empty) externalUsers setting.
@@ -245,9 +246,10 @@ func run(m *testing.M) int {
 		Users:                       users,
 		PidRoot:                     filepath.Join(filepath.Dir(bin.Dir), "pids"),
 		SharedControllerCredentials: shared,
-		// Only TestWatchCacheListPaths's requests: which list path serve's
-		// cache took.
-		AuditUsers: []string{listPathsUser},
+		// Only TestWatchCacheListPaths's requests (which list path serve's
+		// cache took) and TestMonitorAuditLog's (what monitor mode let
+		// through).
+		AuditUsers: []string{listPathsUser, monitorAuditUser},
 		Log:        log,
 	})
 	if err != nil {

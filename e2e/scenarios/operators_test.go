@@ -362,10 +362,9 @@ func servingCertDir(t *testing.T, name string) string {
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := cluster.FreePorts(1)
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // create creates a custom resource from YAML as user.

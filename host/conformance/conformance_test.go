@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tetratelabs/wazero"
 	wapc "github.com/wapc/wapc-go"
 	wapcwazero "github.com/wapc/wapc-go/engines/wazero"
 
@@ -27,6 +28,10 @@ import (
 // policyWasm reads the module under test: $POLICY_WASM (set by `make
 // test`), else build/policy.wasm. Without one, the test is skipped locally
 // but fails in CI, where a missing module must never pass silently.
+// moduleCache holds the compiled code of the modules the tests run, so
+// each is compiled once for the package, not once per engine.
+var moduleCache = wazero.NewCompilationCache()
+
 func policyWasm(t testing.TB) []byte {
 	t.Helper()
 	path := fixtures.PolicyWasmPath()
@@ -61,7 +66,7 @@ func (c *captureLogs) WithGroup(string) slog.Handler      { return c }
 func TestOurHost_fixtures(t *testing.T) {
 	wasm := policyWasm(t)
 	logs := &captureLogs{}
-	e, err := engine.New(t.Context(), wasm, engine.Options{Logger: slog.New(logs), MaxInstances: 2,
+	e, err := engine.New(t.Context(), wasm, engine.Options{CompilationCache: moduleCache, Logger: slog.New(logs), MaxInstances: 2,
 		HostCalls: fixturecheck.ClusterHostCalls(t, slog.New(logs))})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
@@ -97,7 +102,7 @@ func TestOurHost_fixtures(t *testing.T) {
 
 func TestOurHost_settings(t *testing.T) {
 	wasm := policyWasm(t)
-	e, err := engine.New(t.Context(), wasm, engine.Options{MaxInstances: 1})
+	e, err := engine.New(t.Context(), wasm, engine.Options{CompilationCache: moduleCache, MaxInstances: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
 	cases, err := fixtures.LoadSettings()

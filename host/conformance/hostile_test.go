@@ -34,7 +34,7 @@ func hostilePayload(t *testing.T, settings, user, annotation, spec string) []byt
 // depth in front of the module, so the module must.
 func TestOurHost_guestNeverTraps(t *testing.T) {
 	wasm := policyWasm(t)
-	e, err := engine.New(t.Context(), wasm, engine.Options{MaxInstances: 1})
+	e, err := engine.New(t.Context(), wasm, engine.Options{CompilationCache: moduleCache, MaxInstances: 1})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
 
@@ -90,7 +90,7 @@ func TestOurHost_guestNeverTraps(t *testing.T) {
 // cannot make later requests trap or crawl; ordinary requests keep theirs.
 func TestOurHost_recyclesGrownInstances(t *testing.T) {
 	wasm := policyWasm(t)
-	e, err := engine.New(t.Context(), wasm, engine.Options{MaxInstances: 1, RecycleMemoryPages: 64,
+	e, err := engine.New(t.Context(), wasm, engine.Options{CompilationCache: moduleCache, MaxInstances: 1, RecycleMemoryPages: 64,
 		// The test is about recycling, not time: a 2.6 MB request under the
 		// race detector on a loaded 2-core machine took past the 2 s default.
 		Timeout: time.Minute})

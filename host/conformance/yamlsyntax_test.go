@@ -17,6 +17,7 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/yamltypos"
 )
 
 // The module parses queues.yaml texts from two places: the stored
@@ -28,44 +29,6 @@ import (
 // fuzzNamespace is where the test's host serves yunikorn-configs with the
 // text under test; every other call goes to the fixtures' cluster.
 const fuzzNamespace = "yunikorn-fuzz"
-
-// queuesSeeds are valid texts in the styles real configurations use.
-var queuesSeeds = []string{
-	"partitions:\n  - name: default\n    placementrules:\n      - name: tag\n        value: namespace\n        create: true\n        filter:\n          type: allow\n          users: [\"alice\", 'bob']\n    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n          - name: \"dev\"\n            parent: true\n            resources:\n              max: {memory: 1G, vcore: 10}\n            limits:\n              - limit: x\n                users:\n                - alice\n                maxapplications: 10\n",
-	"base: &b {name: root, submitacl: '*'}\npartitions: [{name: default, queues: [{<<: *b}]}]\n",
-	"# comment\npartitions:\n- name: default # x\n  queues:\n  - name: root\n    submitacl: \"alice,bob dev\"   # users, then groups\n    queues: [ {name: a}, {name: b, submitacl: \"alice bob\"} ]\n",
-	"partitions:\r\n  - name: default\r\n    queues:\r\n      - name: root\r\n        submitacl: 'it''s \\u00e9'\r\n",
-	"partitions:\n  - name: default\n    queues: [{name: root, submitacl: '*'}]\n---\nsecond: document\n",
-	"partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: |\n          *\n        adminacl: >-\n          alice\n          admins\n",
-}
-
-// breakText mutates a text as typos do: truncations, stray tabs, colons,
-// quotes and brackets, bad indentation, anchors and aliases, duplicate
-// keys, invalid UTF-8.
-func breakText(r *rand.Rand, s string) string {
-	inserts := []string{"\t", ":", ": ", "'", "\"", "[", "]", "{", "}", "&a ", "*a", "*nowhere", " ", "\n", "\n  ", "- ", "#", ",",
-		"? ", "|", "!", "%", "@", "`", "\xff", "\xc3", "\xed\xa0\x80", "\x01", "---", "...", "\\q", "\"\\x4\"", "name: dup\n"}
-	for range 1 + r.IntN(3) {
-		i := r.IntN(len(s) + 1)
-		switch r.IntN(6) {
-		case 0:
-			s = s[:i]
-		case 1, 2:
-			s = s[:i] + inserts[r.IntN(len(inserts))] + s[i:]
-		case 3:
-			if i < len(s) {
-				s = s[:i] + s[i+1:]
-			}
-		case 4:
-			s = s[:i] + inserts[r.IntN(len(inserts))] + s[min(len(s), i+1):]
-		case 5:
-			if j := strings.LastIndexByte(s[:i], '\n'); j >= 0 {
-				s = s[:j+1] + strings.Repeat(" ", r.IntN(5)) + strings.TrimLeft(s[j+1:], " ")
-			}
-		}
-	}
-	return s
-}
 
 // yamlHarness evaluates texts in the module through both paths.
 type yamlHarness struct {
@@ -112,7 +75,7 @@ func newYAMLHarness(t testing.TB, timeout time.Duration) *yamlHarness {
 		return cluster(ctx, binding, namespace, operation, payload)
 	}
 	h.calls = calls
-	e, err := engine.New(t.Context(), wasm, engine.Options{MaxInstances: 1, HostCalls: calls, Timeout: timeout})
+	e, err := engine.New(t.Context(), wasm, engine.Options{CompilationCache: moduleCache, MaxInstances: 1, HostCalls: calls, Timeout: timeout})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
 	h.e = e
@@ -180,9 +143,9 @@ func TestOurHost_queuesYAMLNeverTraps(t *testing.T) {
 		n = 150
 	}
 	for i := range n {
-		text := queuesSeeds[i%len(queuesSeeds)]
-		if i >= len(queuesSeeds) {
-			text = breakText(r, text)
+		text := yamltypos.Seeds[i%len(yamltypos.Seeds)]
+		if i >= len(yamltypos.Seeds) {
+			text = yamltypos.Break(r, text)
 		}
 		h.check(t, text)
 		if t.Failed() {
@@ -202,7 +165,7 @@ func TestOurHost_queuesYAMLNeverTraps(t *testing.T) {
 //
 //	POLICY_WASM=$PWD/build/policy.wasm go test ./host/conformance -run '^$' -fuzz FuzzModuleQueuesYAML -fuzztime 60s
 func FuzzModuleQueuesYAML(f *testing.F) {
-	for _, s := range queuesSeeds {
+	for _, s := range yamltypos.Seeds {
 		f.Add(s)
 	}
 	h := newYAMLHarness(f, 0)

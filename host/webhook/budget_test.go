@@ -9,9 +9,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -137,9 +137,9 @@ func TestHandler_headersOnlyHoldNothing(t *testing.T) {
 	h.Start(policyFunc(func(context.Context, []byte) ([]byte, error) {
 		return []byte(`{"accepted":true}`), nil
 	}), emptySettings)
-	var entered atomic.Int64
+	var reading atomic.Int64
 	srv := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		entered.Add(1)
+		r.Body = &firstReadCounter{ReadCloser: r.Body, count: &reading}
 		h.ServeHTTP(w, r)
 	}))
 
@@ -157,8 +157,7 @@ func TestHandler_headersOnlyHoldNothing(t *testing.T) {
 		_, err = fmt.Fprintf(c, "POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", DefaultMaxRequestBytes)
 		require.NoError(t, err)
 	}
-	waitFor(t, "the requests to reach the handler", func() bool { return entered.Load() == idle })
-	time.Sleep(100 * time.Millisecond) // and wait in readBody
+	waitFor(t, "the requests to wait in readBody for their first byte", func() bool { return reading.Load() == idle })
 	assert.Zero(t, h.bodyBytes.Load(), "requests that sent no body byte are charged nothing")
 
 	for i := range 5 {
@@ -178,4 +177,17 @@ func TestHandler_headersOnlyHoldNothing(t *testing.T) {
 	}
 	conns = nil
 	waitFor(t, "the budget to be given back", func() bool { return h.bodyBytes.Load() == 0 })
+}
+
+// firstReadCounter counts, once per body, the handler's first Read: from
+// then on the request is past every check made before its body is read.
+type firstReadCounter struct {
+	io.ReadCloser
+	count *atomic.Int64
+	once  sync.Once
+}
+
+func (r *firstReadCounter) Read(p []byte) (int, error) {
+	r.once.Do(func() { r.count.Add(1) })
+	return r.ReadCloser.Read(p)
 }

@@ -194,6 +194,9 @@ type Handler struct {
 	// slots holds one token per request being worked on, largeSlots one
 	// per large request among them.
 	slots, largeSlots chan struct{}
+	// waitingLarge counts the requests waiting for a large slot (tests
+	// wait on it instead of sleeping).
+	waitingLarge atomic.Int32
 	// clients counts the requests in flight per client.
 	clients *clientCounts
 }
@@ -346,10 +349,13 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 	evalCtx, cancel := context.WithTimeout(ctx, h.deadline(r))
 	defer cancel()
 	if int64(len(body)) >= h.opts.LargeRequestBytes {
+		h.waitingLarge.Add(1)
 		select {
 		case h.largeSlots <- struct{}{}:
+			h.waitingLarge.Add(-1)
 			defer func() { <-h.largeSlots }()
 		case <-evalCtx.Done():
+			h.waitingLarge.Add(-1)
 			h.refuse(w, r, start, &rejection{http.StatusServiceUnavailable, CauseBusy,
 				fmt.Errorf("the webhook is busy: no slot for large requests became free within the deadline (%d large requests at once)", h.opts.MaxConcurrentLarge)})
 			return

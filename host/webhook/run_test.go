@@ -215,7 +215,6 @@ func TestRun_beforeReady(t *testing.T) {
 	<-asked
 	for range 5 {
 		assert.Equal(t, http.StatusServiceUnavailable, readyz(base), "not ready before the caches synced")
-		time.Sleep(20 * time.Millisecond)
 	}
 	close(synced)
 	waitFor(t, "ready", func() bool { return readyz(base) == http.StatusOK })

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/yamltypos"
 )
 
 // yamlV3Parse is what decodeConfig asked of yaml.v3 before the syntax
@@ -25,47 +27,6 @@ func yamlV3Parse(text string) (err error) {
 	return yaml.Unmarshal([]byte(text), &doc)
 }
 
-// SyntaxSeeds are valid queues.yaml texts in the YAML styles real
-// configurations use; the mutation tests (here and in host/conformance,
-// on the built module) break them.
-var SyntaxSeeds = []string{
-	"partitions:\n  - name: default\n    placementrules:\n      - name: tag\n        value: namespace\n        create: true\n        filter:\n          type: allow\n          users: [\"alice\", 'bob']\n    queues:\n      - name: root\n        submitacl: '*'\n        queues:\n          - name: \"dev\"\n            parent: true\n            resources:\n              max: {memory: 1G, vcore: 10}\n            limits:\n              - limit: x\n                users:\n                - alice\n                maxapplications: 10\n",
-	"base: &b {name: root}\npartitions: [{queues: [{<<: *b, submitacl: '*'}]}]\n",
-	"# comment\npartitions:\n- name: default # x\n  queues:\n  - name: root\n    properties:\n      application.sort.policy: fifo\n    queues: [ {name: a}, {name: b, submitacl: \"alice bob\"} ]\n",
-	"---\npartitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: \"alice,bob dev\"   # users, then groups\n        adminacl: ' '\n        queues:\n          - name: a\n            submitacl: \"\\u0061lice\"\n          - name: b\n            resources:\n              guaranteed:\n                memory: 512Mi\n              max:\n                vcore: \"2\"\n    nodesortpolicy:\n      type: binpacking\n      resourceweights:\n        vcore: 2.0\n...\n",
-	"partitions:\r\n  - name: default\r\n    queues:\r\n      - name: root\r\n        queues:\r\n          - name: ü-team\r\n            submitacl: 'it''s'\r\n",
-	"partitions:\n  - name: default\n    queues: [{name: root}]\n---\nnot: [valid\n",
-	"partitions: [{name: default, queues: [{name: root, submitacl: '*'}]}]\n...\n--- &a b\n- *a\n",
-	"partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: |\n          alice,bob\n\n        adminacl: >-\n          carol\n          dev\n        queues:\n          - name: a\n            submitacl: |2+\n               x\n          - name: b\n            adminacl: |-  # comment\n              y\n",
-	"partitions:\n  - name: default\n    queues:\n      - name: root\n        submitacl: a multi-line\n          plain acl\n        queues: []\n    placementrules: []\n    limits:\n    - limit: all\n      users: ['*']\n      maxresources: {memory: 10G}\n",
-}
-
-// mutate breaks a text the ways an administrator's typo does.
-func mutate(r *rand.Rand, s string) string {
-	inserts := []string{"\t", ":", "'", "\"", "[", "]", "{", "}", "&a", "*a", "*zz", " ", "  ", "\n", "- ", "#", ",", "? ", "|", ">", "!",
-		"%", "@", "`", "\xff", "\xc3", "\x01", "---", "...", ": ", "&a &b", "<<: *b", "\\", "\\x4", "\"\\q\"", "\n  ", "\n\t", " #"}
-	for range 1 + r.IntN(3) {
-		i := r.IntN(len(s) + 1)
-		switch r.IntN(6) {
-		case 0:
-			s = s[:i]
-		case 1, 2:
-			s = s[:i] + inserts[r.IntN(len(inserts))] + s[i:]
-		case 3:
-			if i < len(s) {
-				s = s[:i] + s[i+1:]
-			}
-		case 4:
-			s = s[:i] + inserts[r.IntN(len(inserts))] + s[min(len(s), i+1):]
-		case 5: // re-indent a line
-			if j := strings.LastIndexByte(s[:i], '\n'); j >= 0 {
-				s = s[:j+1] + strings.Repeat(" ", r.IntN(4)) + strings.TrimLeft(s[j+1:], " ")
-			}
-		}
-	}
-	return s
-}
-
 // TestCheckSyntax_matchesYAMLv3: on mutated texts the check never calls a
 // text yaml.v3 refuses safe, never refuses one yaml.v3 parses, and words
 // its refusals as yaml.v3 does.
@@ -78,9 +39,9 @@ func TestCheckSyntax_matchesYAMLv3(t *testing.T) {
 	var ok, bad, unknown, sameMsg, conservative int
 	var wrong, msgs []string
 	for i := range n {
-		text := SyntaxSeeds[i%len(SyntaxSeeds)]
-		if i >= len(SyntaxSeeds) {
-			text = mutate(r, text)
+		text := yamltypos.Seeds[i%len(yamltypos.Seeds)]
+		if i >= len(yamltypos.Seeds) {
+			text = yamltypos.Break(r, text)
 		}
 		v, err := checkSyntax([]byte(text))
 		want := yamlV3Parse(text)

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/yunikorn-userinfo/userinfo/internal/testnet"
 )
 
 // ColdStartOptions configure ColdStart. Zero values are replaced by the
@@ -152,7 +154,7 @@ func ColdStart(ctx context.Context, opts ColdStartOptions) (*ColdStartResult, er
 
 // startOnce runs one server in dir and returns its time to ready.
 func startOnce(ctx context.Context, opts *ColdStartOptions, dir string) (time.Duration, error) {
-	ports, err := freePorts(2)
+	ports, err := testnet.FreePorts(2)
 	if err != nil {
 		return 0, err
 	}
@@ -313,28 +315,6 @@ func stop(ctx context.Context, opts *ColdStartOptions, cmd *exec.Cmd, w *waiter)
 	_ = cmd.Process.Kill()
 	<-w.done
 	return fmt.Errorf("killed: no exit within %s of SIGTERM", opts.StopTimeout)
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1. They are free
-// when this returns; another process could take one before the server
-// binds it, in which case that run fails with the server's message.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // tailBuffer keeps the last max bytes written to it, safe for concurrent

@@ -70,6 +70,10 @@ rules:
 	}, nil
 }
 
+// AuditLogPath is the API server's audit log (--audit-log-path), written
+// when Options.AuditUsers is set.
+func (c *Cluster) AuditLogPath() string { return filepath.Join(c.Dir, auditLogFile) }
+
 // AuditEvents returns the audit events of user's requests so far, in the
 // order the API server wrote them. The user must be in Options.AuditUsers.
 func (c *Cluster) AuditEvents(user string) ([]AuditEvent, error) {

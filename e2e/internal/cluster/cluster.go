@@ -184,7 +184,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if c.PKI, err = newPKI(filepath.Join(c.Dir, "pki")); err != nil {
 		return err
 	}
-	ports, err := freePorts(4)
+	ports, err := FreePorts(4)
 	if err != nil {
 		return err
 	}
@@ -554,9 +554,9 @@ func (c *Cluster) Stop() error {
 	return errors.Join(errs...)
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners
+// FreePorts returns n distinct free TCP ports on 127.0.0.1. All listeners
 // are held until all are chosen, so the n ports differ.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {

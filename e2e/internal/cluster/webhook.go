@@ -98,7 +98,7 @@ func (c *Cluster) StartWebhook(ctx context.Context, opts WebhookOptions) (*Webho
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) (*S
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		return nil, err
 	}

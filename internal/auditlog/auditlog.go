@@ -1,0 +1,291 @@
+// Package auditlog finds, in a Kubernetes API server's audit log, the
+// requests a webhook in monitor mode admitted although it would have
+// refused them. host/admission.Monitor marks such an answer with the audit
+// annotation "monitor: would be refused"; the API server records it, with
+// the webhook's name as prefix, in the annotations of the request's audit
+// event (audit.k8s.io/v1 Event, level Metadata or above), beside the
+// policy's own "rule" and "claimed" annotations.
+package auditlog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/yunikorn-userinfo/userinfo/host/admission"
+)
+
+// MaxLine bounds one line of the log: an event at level RequestResponse
+// carries the object twice, and the API server takes objects of up to
+// about 3 MiB.
+const MaxLine = 64 << 20
+
+// The policy's audit annotation keys (policy/validate.go), under the
+// webhook's name.
+const (
+	keyRule    = "rule"
+	keyClaimed = "claimed"
+)
+
+// event is what is read of an audit.k8s.io/v1 Event (the field names of
+// k8s.io/apiserver/pkg/apis/audit/v1).
+type event struct {
+	Kind             string    `json:"kind"`
+	APIVersion       string    `json:"apiVersion"`
+	AuditID          string    `json:"auditID"`
+	Stage            string    `json:"stage"`
+	RequestURI       string    `json:"requestURI"`
+	Verb             string    `json:"verb"`
+	User             userInfo  `json:"user"`
+	ImpersonatedUser *userInfo `json:"impersonatedUser"`
+	SourceIPs        []string  `json:"sourceIPs"`
+	UserAgent        string    `json:"userAgent"`
+	ObjectRef        *struct {
+		Resource    string `json:"resource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+		APIGroup    string `json:"apiGroup"`
+		APIVersion  string `json:"apiVersion"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	RequestObject  *objectMeta       `json:"requestObject"`
+	ResponseObject *objectMeta       `json:"responseObject"`
+	Timestamp      time.Time         `json:"requestReceivedTimestamp"`
+	Annotations    map[string]string `json:"annotations"`
+}
+
+type userInfo struct {
+	Username string   `json:"username"`
+	Groups   []string `json:"groups"`
+}
+
+// objectMeta is the name an object carries (events at level Request or
+// RequestResponse).
+type objectMeta struct {
+	Metadata struct {
+		Name         string `json:"name"`
+		GenerateName string `json:"generateName"`
+	} `json:"metadata"`
+}
+
+// Admission is one request admitted in monitor mode that the webhook
+// would have refused.
+type Admission struct {
+	AuditID   string    `json:"auditID"`
+	Time      time.Time `json:"time"`
+	Verb      string    `json:"verb"`
+	Resource  string    `json:"resource"` // resource[/subresource], with its group: pods, deployments.apps
+	Namespace string    `json:"namespace,omitempty"`
+	// Name is empty when the event does not say it: a CREATE with
+	// generateName at level Metadata (GenerateName then says the prefix
+	// when the event has the request object).
+	Name         string   `json:"name,omitempty"`
+	GenerateName string   `json:"generateName,omitempty"`
+	User         string   `json:"user"`
+	Groups       []string `json:"groups,omitempty"`
+	// ImpersonatedUser is who the request acted as, when User
+	// impersonated someone.
+	ImpersonatedUser string `json:"impersonatedUser,omitempty"`
+	UserAgent        string `json:"userAgent,omitempty"`
+	// Webhook is the name of the webhook that would have refused it.
+	Webhook string `json:"webhook"`
+	// Rule is the policy's rule that decided (its "rule" annotation),
+	// Claimed the user.info value the request supplied, if any.
+	Rule    string `json:"rule,omitempty"`
+	Claimed string `json:"claimed,omitempty"`
+	// Code is the API server's answer: a request admitted by the webhook
+	// can still fail later (quota, a conflict); 0 when not recorded.
+	Code int `json:"code"`
+	// DryRun requests persisted nothing.
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// Persisted reports whether the request changed the cluster: not a dry
+// run, and answered with success.
+func (a Admission) Persisted() bool { return !a.DryRun && a.Code >= 200 && a.Code < 300 }
+
+// Options select what Read keeps.
+type Options struct {
+	// Namespace keeps one namespace's requests; empty: all.
+	Namespace string
+	// Webhook keeps one webhook's annotations; empty: any webhook whose
+	// "monitor" audit annotation says "would be refused".
+	Webhook string
+}
+
+// Result is what Read found.
+type Result struct {
+	Admissions []Admission `json:"admissions"`
+	// Lines and Events count the log's non-empty lines and the events
+	// decoded (only lines that mention the monitor annotation are).
+	Lines  int `json:"lines"`
+	Events int `json:"events"`
+}
+
+// Read reads an audit log in the API server's JSON format, one event per
+// line (--audit-log-format=json), and returns the admissions it finds,
+// one per request (auditID), oldest first. A line that is not JSON, or
+// not an audit.k8s.io/v1 Event, is an error naming the line; lines that
+// do not mention the monitor annotation are only checked to be JSON
+// objects if they are the first.
+func Read(r io.Reader, opts Options) (*Result, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	res := &Result{}
+	byID := map[string]int{}
+	marker := []byte(admission.AuditMonitorWouldRefuse)
+	for n := 1; ; n++ {
+		line, err := readLine(br)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("read the audit log: line %d: %w", n, err)
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 {
+			res.Lines++
+			if res.Lines == 1 || bytes.Contains(line, marker) {
+				if perr := res.add(line, opts, byID); perr != nil {
+					return nil, fmt.Errorf("read the audit log: line %d: %w", n, perr)
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+	}
+	sort.SliceStable(res.Admissions, func(i, j int) bool { return res.Admissions[i].Time.Before(res.Admissions[j].Time) })
+	return res, nil
+}
+
+// readLine returns the next line without its newline, at most MaxLine
+// bytes.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(line) > MaxLine {
+			return nil, fmt.Errorf("longer than %d bytes: not an audit event", MaxLine)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}
+
+// add decodes one event and keeps it if it is a would-be refusal.
+func (res *Result) add(line []byte, opts Options, byID map[string]int) error {
+	var e event
+	if err := json.Unmarshal(line, &e); err != nil {
+		return fmt.Errorf("not an audit event (audit.k8s.io/v1 Event JSON, --audit-log-format=json): %w", err)
+	}
+	if e.Kind != "Event" || e.APIVersion != "audit.k8s.io/v1" {
+		return fmt.Errorf("kind %q, apiVersion %q: want an audit.k8s.io/v1 Event (--audit-log-format=json)", e.Kind, e.APIVersion)
+	}
+	res.Events++
+	webhook := ""
+	for k, v := range e.Annotations {
+		name, key, ok := strings.Cut(k, "/")
+		if !ok || key != admission.AuditMonitor || v != admission.AuditMonitorWouldRefuse {
+			continue
+		}
+		if opts.Webhook != "" && name != opts.Webhook {
+			continue
+		}
+		if webhook == "" || name < webhook {
+			webhook = name
+		}
+	}
+	if webhook == "" {
+		return nil
+	}
+	a := Admission{
+		AuditID: e.AuditID, Time: e.Timestamp, Verb: e.Verb,
+		User: e.User.Username, Groups: e.User.Groups, UserAgent: e.UserAgent, Webhook: webhook,
+		Rule: e.Annotations[webhook+"/"+keyRule], Claimed: e.Annotations[webhook+"/"+keyClaimed],
+		DryRun: dryRun(e.RequestURI),
+	}
+	if e.ImpersonatedUser != nil {
+		a.ImpersonatedUser = e.ImpersonatedUser.Username
+	}
+	if e.ResponseStatus != nil {
+		a.Code = e.ResponseStatus.Code
+	}
+	if ref := e.ObjectRef; ref != nil {
+		a.Resource = ref.Resource
+		if ref.APIGroup != "" {
+			a.Resource += "." + ref.APIGroup
+		}
+		if ref.Subresource != "" {
+			a.Resource += "/" + ref.Subresource
+		}
+		a.Namespace, a.Name = ref.Namespace, ref.Name
+	}
+	for _, o := range []*objectMeta{e.ResponseObject, e.RequestObject} {
+		if o == nil {
+			continue
+		}
+		if a.Name == "" {
+			a.Name = o.Metadata.Name
+		}
+		if a.GenerateName == "" {
+			a.GenerateName = o.Metadata.GenerateName
+		}
+	}
+	if opts.Namespace != "" && a.Namespace != opts.Namespace {
+		return nil
+	}
+	// One request is written once per stage; the last has the answer.
+	if i, ok := byID[a.AuditID]; ok && a.AuditID != "" {
+		res.Admissions[i] = a
+		return nil
+	}
+	byID[a.AuditID] = len(res.Admissions)
+	res.Admissions = append(res.Admissions, a)
+	return nil
+}
+
+// dryRun reports whether the request URI asks for a dry run.
+func dryRun(requestURI string) bool {
+	u, err := url.ParseRequestURI(requestURI)
+	return err == nil && len(u.Query()["dryRun"]) > 0
+}
+
+// WriteTable prints the admissions as a table, one line each.
+func (res *Result) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tVERB\tRESOURCE\tNAMESPACE\tNAME\tUSER\tCODE\tRULE")
+	for _, a := range res.Admissions {
+		verb := a.Verb
+		if a.DryRun {
+			verb += " (dry run)"
+		}
+		name := a.Name
+		if name == "" && a.GenerateName != "" {
+			name = a.GenerateName + "*"
+		}
+		user := a.User
+		if a.ImpersonatedUser != "" {
+			user += " as " + a.ImpersonatedUser
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", a.Time.UTC().Format(time.RFC3339), verb, dash(a.Resource),
+			dash(a.Namespace), dash(name), dash(user), a.Code, dash(a.Rule))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

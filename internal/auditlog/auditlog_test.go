@@ -1,0 +1,116 @@
+package auditlog
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func readFixture(t *testing.T, opts Options) *Result {
+	t.Helper()
+	f, err := os.Open("testdata/audit.log")
+	require.NoError(t, err)
+	defer f.Close()
+	res, err := Read(f, opts)
+	require.NoError(t, err)
+	return res
+}
+
+// TestRead: the fixture is events as kube-apiserver writes them with
+// --audit-log-format=json (stages, authorization, mutation and Pod
+// Security annotations beside the webhook's): the would-be refusals are
+// found, one per request, oldest first, with the policy's rule and claim.
+func TestRead(t *testing.T) {
+	t.Parallel()
+	res := readFixture(t, Options{})
+	assert.Equal(t, 6, res.Lines)
+	assert.Equal(t, 5, res.Events, "the first line, and the lines that mention the annotation's value")
+	require.Len(t, res.Admissions, 3)
+
+	conflict, forged, job := res.Admissions[0], res.Admissions[1], res.Admissions[2]
+	assert.Equal(t, Admission{
+		AuditID: "3a4b5c6d-0000-4000-8000-000000000004", Time: time.Date(2026, 11, 27, 9, 5, 0, 0, time.UTC),
+		Verb: "patch", Resource: "pods", Namespace: "team-b", Name: "web-1", User: "mallory",
+		Groups: []string{"system:authenticated"}, UserAgent: "kubectl/v1.37.1",
+		Webhook: "workloads.user-info.yunikorn.apache.org", Rule: "update: user.info changed", Code: 409,
+	}, conflict)
+	assert.False(t, conflict.Persisted(), "the update failed later")
+
+	assert.Equal(t, "0b0e4a2c-5a43-4a39-9d52-0c0a4b8e1f01", forged.AuditID)
+	assert.Equal(t, "alice-as-carol", forged.Name, "the name of the last stage, with the answer")
+	assert.Equal(t, "create: present, submitter not allowed", forged.Rule)
+	assert.Equal(t, `{"user":"carol","groups":["analysts"]}`, forged.Claimed)
+	assert.Equal(t, 201, forged.Code)
+	assert.True(t, forged.Persisted())
+
+	assert.Equal(t, "jobs.batch", job.Resource)
+	assert.Empty(t, job.Name, "generateName: no name yet")
+	assert.Equal(t, "etl-", job.GenerateName, "from the request object")
+	assert.Equal(t, "system:serviceaccount:spark:livy", job.User)
+	assert.Equal(t, "bob", job.ImpersonatedUser)
+	assert.Equal(t, "workloads.validate.user-info.yunikorn.apache.org", job.Webhook)
+	assert.True(t, job.DryRun)
+	assert.False(t, job.Persisted())
+}
+
+func TestRead_filters(t *testing.T) {
+	t.Parallel()
+	res := readFixture(t, Options{Namespace: "team-a"})
+	require.Len(t, res.Admissions, 1)
+	assert.Equal(t, "alice-as-carol", res.Admissions[0].Name)
+
+	res = readFixture(t, Options{Webhook: "workloads.validate.user-info.yunikorn.apache.org"})
+	require.Len(t, res.Admissions, 1)
+	assert.Equal(t, "jobs.batch", res.Admissions[0].Resource)
+
+	res = readFixture(t, Options{Webhook: "other-webhook.example.com"})
+	assert.Empty(t, res.Admissions, "its monitor annotation is not a would-be refusal")
+}
+
+func TestWriteTable(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	require.NoError(t, readFixture(t, Options{}).WriteTable(&b))
+	assert.Equal(t, `TIME                  VERB              RESOURCE    NAMESPACE  NAME            USER                                     CODE  RULE
+2026-11-27T09:05:00Z  patch             pods        team-b     web-1           mallory                                  409   update: user.info changed
+2026-11-27T09:14:02Z  create            pods        team-a     alice-as-carol  alice                                    201   create: present, submitter not allowed
+2026-11-27T09:20:00Z  create (dry run)  jobs.batch  team-b     etl-*           system:serviceaccount:spark:livy as bob  201   create: present, submitter not allowed
+`, b.String())
+}
+
+// Bad input names the line and what is wrong with it.
+func TestRead_badInput(t *testing.T) {
+	t.Parallel()
+	good := `{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"a","stage":"ResponseComplete"}`
+	for _, tc := range []struct{ name, log, want string }{
+		{"not JSON", "level=info msg=started\n", "line 1: not an audit event (audit.k8s.io/v1 Event JSON, --audit-log-format=json)"},
+		{"legacy format", good + "\n" + `2026-11-27T09:14:02Z AUDIT: id="x" ip="10.0.0.7" method="create" would be refused` + "\n", "line 2: not an audit event"},
+		{"another kind", `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}` + "\n", `line 1: kind "EventList", apiVersion "audit.k8s.io/v1": want an audit.k8s.io/v1 Event`},
+		{"v1beta1", `{"kind":"Event","apiVersion":"audit.k8s.io/v1beta1"}`, `line 1: kind "Event", apiVersion "audit.k8s.io/v1beta1"`},
+		{"wrong type", good + "\n\n" + `{"kind":"Event","apiVersion":"audit.k8s.io/v1","user":"alice","annotations":{"w/monitor":"would be refused"}}`, "line 3: not an audit event"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tc.log), Options{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	res, err := Read(strings.NewReader(""), Options{})
+	require.NoError(t, err)
+	assert.Zero(t, res.Lines, "an empty log is no error: nothing was recorded")
+}
+
+// A line without the newline at the end (a log being written) is read.
+func TestRead_lastLineUnterminated(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/audit.log")
+	require.NoError(t, err)
+	res, err := Read(bytes.NewReader(bytes.TrimRight(data, "\n")), Options{})
+	require.NoError(t, err)
+	assert.Len(t, res.Admissions, 3)
+}
