@@ -10,8 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/yunikorn-userinfo/userinfo/e2e/internal/cluster"
 )
 
 // appOwnerUser is the identity of the application ownership webhooks: it
@@ -158,6 +162,38 @@ func TestYuniKornApplicationOwnership(t *testing.T) {
 		a, err := e2e.scheduler.Application(ctx, appID)
 		require.NoError(t, err)
 		assert.Len(t, a.Allocations, 1, "alice's application holds only her pod")
+
+		// A deleted Pod: YuniKorn keeps its application completing for
+		// completingTimeout, and a Pod joining meanwhile revives it with its
+		// first user. The API server shows the Pod gone at once; serve's
+		// index keeps its owner for the window, so bob is still refused.
+		deletedApp := "app-" + nsA + "-deleted"
+		_, err = client(alice).CoreV1().Pods(nsA).Create(ctx, ykPod("alice-deleted", deletedApp, nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+		waitScheduled(t, nsA, "alice-deleted", deletedApp)
+		require.NoError(t, client(alice).CoreV1().Pods(nsA).Delete(ctx, "alice-deleted", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+		require.NoError(t, cluster.Poll(ctx, scheduleTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+			_, err := client(admin).CoreV1().Pods(nsA).Get(ctx, "alice-deleted", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}))
+		// Make sure serve's cache has seen the deletion: a watch delivers
+		// events in order, so once a Pod alice creates after it is seen
+		// (bob's dry run into its application is refused), so was the
+		// deletion, and a cache without the index's memory would have
+		// forgotten alice's application by now.
+		marker := "app-" + nsA + "-marker"
+		_, err = client(alice).CoreV1().Pods(nsA).Create(ctx, ykPod("alice-marker", marker, nil), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, cluster.Poll(ctx, scheduleTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+			_, err := client(bob).CoreV1().Pods(nsB).Create(ctx, ykPod("bob-probe", marker, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return apierrors.IsForbidden(err), nil
+		}), "serve's cache never saw alice's marker pod")
+		_, err = client(bob).CoreV1().Pods(nsB).Create(ctx, ykPod("bob-after-delete", deletedApp, nil), metav1.CreateOptions{})
+		requireRefused(t, err, workloadsWebhook, fmt.Sprintf("application %s is owned by another user: a pod of user %s may not join it"+ownerHint, deletedApp, bob))
+		if a, err := e2e.scheduler.Application(ctx, deletedApp); assert.NoError(t, err, "YuniKorn still keeps the deleted Pod's application") {
+			assert.Equal(t, aliceID.User, a.User)
+			t.Logf("application %s after its only Pod was deleted: %s", deletedApp, a.State)
+		}
 	})
 }
 
