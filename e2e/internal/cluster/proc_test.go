@@ -103,6 +103,16 @@ func TestKillLeftovers_ownRunsKept(t *testing.T) {
 
 	liveRuns.Delete(procs.dir) // as if this process had crashed and its pid come back
 	require.NoError(t, killLeftovers(root, slog.New(slog.DiscardHandler)))
-	assert.True(t, sleeper.ended(10*time.Second), "a run no live plane of this process owns is a leftover")
+	assert.True(t, sleeper.ended(10*time.Second), "a run no live plane of this process owns is a leftover (pid %d, argv0 %q, recorded %q, owner record %s)",
+		sleeper.pid(), argv0(sleeper.pid()), sleeper.cmd.Path, readFileOrErr(filepath.Join(procs.dir, "owner")))
 	assert.NoDirExists(t, procs.dir)
+}
+
+// readFileOrErr is a file's text, or the error reading it, for a message.
+func readFileOrErr(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }
