@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,7 +118,13 @@ func TestMigrateParsesAsK8shim(t *testing.T) {
 					t.Errorf("%s: YuniKorn runs with %s, migrate wrote %s\nreport:\n%s", what, w, g, stderr.String())
 				}
 			}
-			check("bypassAuth", yk.GetBypassAuth(), got.BypassAuth)
+			// bypassAuth true is how YuniKorn's controller stands aside (the
+			// hand-over), never carried over: migrate writes false and
+			// reports the hand-over exactly when YuniKorn reads true.
+			check("bypassAuth", false, got.BypassAuth)
+			if handedOver := strings.Contains(stderr.String(), "bypassAuth: handed over"); handedOver != yk.GetBypassAuth() {
+				t.Errorf("bypassAuth: YuniKorn reads %v, migrate reported the hand-over: %v\nreport:\n%s", yk.GetBypassAuth(), handedOver, stderr.String())
+			}
 			check("trustControllers", yk.GetTrustControllers(), got.TrustControllers)
 			check("systemUsers", patterns(yk.GetSystemUsers()), got.SystemUsers)
 			check("externalUsers", patterns(yk.GetExternalUsers()), got.ExternalUsers)
