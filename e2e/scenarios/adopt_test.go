@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,7 +69,12 @@ func TestAdoptPreexisting(t *testing.T) {
 	}
 	ctx := t.Context()
 	adm := client(admin)
+	// The spark operator's CRD is served only while this scenario runs:
+	// TestAuditExisting expects it absent (sparkCRDMu).
+	sparkCRDMu.Lock()
+	t.Cleanup(sparkCRDMu.Unlock)
 	installCRDFile(t, sparkCRD(t))
+	t.Cleanup(func() { removeSparkCRD(t) })
 
 	// The policy's reader may read SparkApplications (the owner proof).
 	reader := &rbacv1.ClusterRole{
@@ -297,6 +304,29 @@ func startAdoptWebhook(t *testing.T, adopter, operator string) (*cluster.Webhook
 func sparkCRD(t *testing.T) string {
 	t.Helper()
 	return filepath.Join(moduleDir(t, sparkOperatorModule), "config", "crd", "bases", "sparkoperator.k8s.io_sparkapplications.yaml")
+}
+
+// sparkCRDMu is held by the scenarios that depend on whether the spark
+// operator's CRD is served: TestAdoptPreexisting installs it for its run
+// and removes it; TestAuditExisting reports it as not served.
+var sparkCRDMu sync.Mutex
+
+// removeSparkCRD deletes the SparkApplication CRD and waits until the API
+// server no longer serves sparkoperator.k8s.io/v1beta2.
+func removeSparkCRD(t *testing.T) {
+	ctx := context.WithoutCancel(t.Context())
+	cfg, err := e2e.cluster.Config(admin)
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	err = dyn.Resource(crds).Delete(ctx, "sparkapplications.sparkoperator.k8s.io", metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		require.NoError(t, err, "delete the SparkApplication CRD")
+	}
+	require.NoError(t, cluster.Poll(ctx, controllerTimeout, pollInterval, func(ctx context.Context) (bool, error) {
+		_, err := client(admin).Discovery().ServerResourcesForGroupVersion("sparkoperator.k8s.io/v1beta2")
+		return apierrors.IsNotFound(err), nil
+	}), "sparkoperator.k8s.io/v1beta2 still served")
 }
 
 // installCRDFile creates the CRD of file and waits until it is served.

@@ -50,6 +50,8 @@ var (
 // PolicyReports the real wgpolicyk8s.io CRD accepts, created then replaced.
 func TestAuditExisting(t *testing.T) {
 	start(t)
+	sparkCRDMu.Lock() // the spark preset's kinds must not be served meanwhile
+	t.Cleanup(sparkCRDMu.Unlock)
 	ctx := t.Context()
 	adm := client(admin)
 	ns := newNamespace(t, "")
