@@ -1,6 +1,7 @@
 package acconf
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,6 +16,9 @@ func look(kv map[string]string) Lookup {
 
 // TestSplit: pattern lists as the k8shim's parseRegexes reads them.
 func TestSplit(t *testing.T) {
+	// deep would overflow the module's stack in regexp.Compile: refused
+	// before it gets there.
+	deep := strings.Repeat("(", 30) + "a" + strings.Repeat(")", 30)
 	for _, tc := range []struct {
 		in    string
 		want  []string
@@ -26,6 +30,7 @@ func TestSplit(t *testing.T) {
 		{"^a$, ^b$ ,", []string{"^a$", "^b$"}, 1, ""},
 		{"^svc-[a-z]{2,8}$", []string{"^svc-[a-z]{2", "8}$"}, 0, ""},
 		{"^a$,(", nil, 0, "piece \"(\" (error parsing regexp: missing closing ): `(`)"},
+		{"^a$," + deep, nil, 0, "piece \"" + deep + "\" (nests more than 24 levels once its repetitions are expanded)"},
 	} {
 		p, err := Split(tc.in)
 		assert.Equal(t, tc.err, err, tc.in)

@@ -328,7 +328,7 @@ func checkPlacementRule(r ruleConfig) error {
 		return fmt.Errorf("invalid rule filter type %s, filter type  must be either '', allow or deny", f.kind)
 	}
 	for _, list := range [][]string{f.users, f.groups} {
-		if len(list) == 1 && specialRegExp.MatchString(list[0]) && nesting(list[0]) > maxNesting {
+		if len(list) == 1 && specialRegExp.MatchString(list[0]) && Nesting(list[0]) > MaxNesting {
 			return &TooComplexError{Pattern: list[0]}
 		}
 	}
@@ -440,24 +440,27 @@ func ruleChain(r ruleConfig) []ruleConfig {
 	return append(out, r)
 }
 
-// maxNesting bounds how deeply a filter pattern may nest once compiled.
+// MaxNesting bounds how deeply a pattern the module compiles may nest
+// (Nesting): filter patterns here, and the settings' and followed
+// ConfigMaps' patterns in the policy.
 // Go's regexp compiler recurses once per level, and a counted repetition
 // x{1,n} becomes n nested levels: deep enough, that recursion overflows a
 // TinyGo module's 64 KiB stack, which would trap on every admission.
-const maxNesting = 24
+const MaxNesting = 24
 
 // TooComplexError is a filter pattern the scheduler accepts but this
-// package does not compile (see maxNesting): a configuration holding one
+// package does not compile (see MaxNesting): a configuration holding one
 // cannot be checked.
 type TooComplexError struct{ Pattern string }
 
 func (e *TooComplexError) Error() string {
-	return fmt.Sprintf("placement filter pattern %q nests too deeply for the queue check (more than %d levels once its repetitions are expanded)", e.Pattern, maxNesting)
+	return fmt.Sprintf("placement filter pattern %q nests too deeply for the queue check (more than %d levels once its repetitions are expanded)", e.Pattern, MaxNesting)
 }
 
-// nesting estimates the depth of a pattern's compiled form: its deepest
-// group nesting plus, for every counted repetition {n,m}, m-n levels.
-func nesting(expr string) int {
+// Nesting estimates the depth of a pattern's compiled form: its deepest
+// group nesting plus, for every counted repetition {n,m}, m-n levels. A
+// pattern past MaxNesting must not reach regexp.Compile in the module.
+func Nesting(expr string) int {
 	depth, deepest, ranges := 0, 0, 0
 	inClass := false
 	for i := 0; i < len(expr); i++ {
