@@ -443,36 +443,8 @@ var All = []Setting{
 						"omit": {
 							"type": "boolean"
 						},
-						"include": {
-							"oneOf": [
-								{
-									"type": "array",
-									"items": {
-										"type": "string",
-										"format": "regex"
-									}
-								},
-								{
-									"type": "string",
-									"format": "regex"
-								}
-							]
-						},
-						"exclude": {
-							"oneOf": [
-								{
-									"type": "array",
-									"items": {
-										"type": "string",
-										"format": "regex"
-									}
-								},
-								{
-									"type": "string",
-									"format": "regex"
-								}
-							]
-						}
+						"include": ` + regexList + `,
+						"exclude": ` + regexList + `
 					}
 				}
 			]
@@ -521,66 +493,10 @@ var All = []Setting{
 							"type": "string",
 							"minLength": 1
 						},
-						"processNamespaces": {
-							"oneOf": [
-								{
-									"type": "array",
-									"items": {
-										"type": "string",
-										"format": "regex"
-									}
-								},
-								{
-									"type": "string",
-									"format": "regex"
-								}
-							]
-						},
-						"bypassNamespaces": {
-							"oneOf": [
-								{
-									"type": "array",
-									"items": {
-										"type": "string",
-										"format": "regex"
-									}
-								},
-								{
-									"type": "string",
-									"format": "regex"
-								}
-							]
-						},
-						"labelNamespaces": {
-							"oneOf": [
-								{
-									"type": "array",
-									"items": {
-										"type": "string",
-										"format": "regex"
-									}
-								},
-								{
-									"type": "string",
-									"format": "regex"
-								}
-							]
-						},
-						"noLabelNamespaces": {
-							"oneOf": [
-								{
-									"type": "array",
-									"items": {
-										"type": "string",
-										"format": "regex"
-									}
-								},
-								{
-									"type": "string",
-									"format": "regex"
-								}
-							]
-						},
+						"processNamespaces": ` + regexList + `,
+						"bypassNamespaces": ` + regexList + `,
+						"labelNamespaces": ` + regexList + `,
+						"noLabelNamespaces": ` + regexList + `,
 						"generateUniqueAppIds": {
 							"type": "boolean"
 						},
@@ -637,36 +553,8 @@ var All = []Setting{
 					"type": "object",
 					"additionalProperties": false,
 					"properties": {
-						"users": {
-							"oneOf": [
-								{
-									"type": "array",
-									"items": {
-										"type": "string",
-										"format": "regex"
-									}
-								},
-								{
-									"type": "string",
-									"format": "regex"
-								}
-							]
-						},
-						"groups": {
-							"oneOf": [
-								{
-									"type": "array",
-									"items": {
-										"type": "string",
-										"format": "regex"
-									}
-								},
-								{
-									"type": "string",
-									"format": "regex"
-								}
-							]
-						}
+						"users": ` + regexList + `,
+						"groups": ` + regexList + `
 					}
 				}
 			]
