@@ -40,9 +40,10 @@ const (
 // The webhooks of the shipped configuration, as the API server names them
 // in its refusals.
 const (
-	workloadsWebhook    = "workloads.user-info.yunikorn.apache.org"
-	subresourcesWebhook = "pod-subresources.user-info.yunikorn.apache.org"
-	bindingWebhook      = "pod-binding.user-info.yunikorn.apache.org"
+	workloadsWebhook         = "workloads.user-info.yunikorn.apache.org"
+	workloadsValidateWebhook = "workloads.validate.user-info.yunikorn.apache.org"
+	subresourcesWebhook      = "pod-subresources.user-info.yunikorn.apache.org"
+	bindingWebhook           = "pod-binding.user-info.yunikorn.apache.org"
 )
 
 // Messages of the policy (docs/BEHAVIOUR.md §4).

@@ -153,7 +153,9 @@ func (s *switchRun) handOver(ns string) {
 func waitStage(t *testing.T, wh *cluster.Webhook, ns, stage string) {
 	t.Helper()
 	err := cluster.Poll(t.Context(), enforceTimeout, pollInterval, func(ctx context.Context) (bool, error) {
-		_, _ = client(admin).CoreV1().Pods(ns).Create(ctx, newPod("called", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		// A Deployment: a Pod that carries its submitter's own record may
+		// be judged by the API server alone (the twin's match condition).
+		_, _ = client(admin).AppsV1().Deployments(ns).Create(ctx, newDeployment("called", 1, nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		logs, err := wh.Admissions()
 		if err != nil {
 			return false, err

@@ -44,7 +44,9 @@ const (
 //
 //   - standalone (the shipped mutating and validating configurations):
 //     reinvocation (IfNeeded) calls the policy again, which re-records a
-//     stripped value and refuses a rewritten one; the twin then agrees;
+//     stripped value and refuses a rewritten one; the final object then
+//     carries alice's own record, which the API server checks itself
+//     (the twin's match condition), so the twin is not called;
 //   - Kubewarden (the configurations the controller registers for the
 //     ClusterAdmissionPolicy pair: no reinvocation): the validating twin
 //     refuses both.
@@ -57,7 +59,10 @@ func TestHostileLaterWebhook(t *testing.T) {
 	ctx := t.Context()
 	hostile := startHostileWebhook(t, e2e.identity[bob].annotation())
 	adminCS := client(admin)
-	const standalone, kubewarden = "twin-standalone", "twin-kubewarden"
+	// noReinvoke: the standalone pair with the mutating webhook never
+	// called again, so that the twin, behind its match condition, is
+	// what meets the hostile webhook's work.
+	const standalone, kubewarden, noReinvoke = "twin-standalone", "twin-kubewarden", "twin-no-reinvocation"
 
 	// The policy's configurations, one set per label.
 	mwc, err := cluster.AdaptWebhookConfiguration(e2e.mwcManifest, "yunikorn-userinfo-e2e-twin", e2e.webhook.BaseURL, e2e.cluster.PKI.CAPEM,
@@ -66,6 +71,17 @@ func TestHostileLaterWebhook(t *testing.T) {
 	vwc, err := cluster.AdaptValidatingWebhookConfiguration(e2e.vwcManifest, "yunikorn-userinfo-e2e-twin", e2e.webhook.BaseURL, e2e.cluster.PKI.CAPEM,
 		map[string]string{webhookLabel: standalone})
 	require.NoError(t, err)
+	never := admissionregistrationv1.NeverReinvocationPolicy
+	mwcOnce, err := cluster.AdaptWebhookConfiguration(e2e.mwcManifest, "yunikorn-userinfo-e2e-twin-once", e2e.webhook.BaseURL, e2e.cluster.PKI.CAPEM,
+		map[string]string{webhookLabel: noReinvoke})
+	require.NoError(t, err)
+	for i := range mwcOnce.Webhooks {
+		mwcOnce.Webhooks[i].ReinvocationPolicy = &never
+	}
+	vwcOnce, err := cluster.AdaptValidatingWebhookConfiguration(e2e.vwcManifest, "yunikorn-userinfo-e2e-twin-once", e2e.webhook.BaseURL, e2e.cluster.PKI.CAPEM,
+		map[string]string{webhookLabel: noReinvoke})
+	require.NoError(t, err)
+	require.NotEmpty(t, vwcOnce.Webhooks[0].MatchConditions, "the shipped twin carries its match condition")
 	kwMutating, err := cluster.KubewardenWebhookConfiguration(e2e.kubewardenPolicies[0], e2e.webhook.BaseURL, "/mutate", e2e.cluster.PKI.CAPEM,
 		map[string]string{webhookLabel: kubewarden})
 	require.NoError(t, err)
@@ -77,7 +93,7 @@ func TestHostileLaterWebhook(t *testing.T) {
 	require.Nil(t, kwMutating.Mutating.Webhooks[0].ReinvocationPolicy, "Kubewarden sets no reinvocationPolicy")
 	// The validating stage first, so that it is in force by the time the
 	// hostile webhook is.
-	for _, v := range []*admissionregistrationv1.ValidatingWebhookConfiguration{vwc, kwValidating.Validating} {
+	for _, v := range []*admissionregistrationv1.ValidatingWebhookConfiguration{vwc, vwcOnce, kwValidating.Validating} {
 		_, err := adminCS.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, v, metav1.CreateOptions{})
 		require.NoError(t, err, "create %s", v.Name)
 		t.Cleanup(func() {
@@ -85,7 +101,7 @@ func TestHostileLaterWebhook(t *testing.T) {
 		})
 	}
 
-	for _, m := range []*admissionregistrationv1.MutatingWebhookConfiguration{mwc, kwMutating.Mutating, hostile.configuration()} {
+	for _, m := range []*admissionregistrationv1.MutatingWebhookConfiguration{mwc, mwcOnce, kwMutating.Mutating, hostile.configuration()} {
 		_, err := adminCS.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, m, metav1.CreateOptions{})
 		require.NoError(t, err, "create %s", m.Name)
 		t.Cleanup(func() {
@@ -101,6 +117,8 @@ func TestHostileLaterWebhook(t *testing.T) {
 	}{
 		{config: standalone, attack: "strip"},
 		{config: standalone, attack: "rewrite", wantWebhook: workloadsWebhook, wantMessage: aliceID.notAllowed()},
+		{config: noReinvoke, attack: "strip", wantWebhook: workloadsValidateWebhook, wantMessage: msgTwinMissing},
+		{config: noReinvoke, attack: "rewrite", wantWebhook: workloadsValidateWebhook, wantMessage: aliceID.notAllowed()},
 		{config: kubewarden, attack: "strip", wantWebhook: kubewardenValidating, wantMessage: msgTwinMissing},
 		{config: kubewarden, attack: "rewrite", wantWebhook: kubewardenValidating, wantMessage: aliceID.notAllowed()},
 	}
@@ -128,7 +146,7 @@ func TestHostileLaterWebhook(t *testing.T) {
 				require.NoError(t, getErr)
 				assert.Equal(t, aliceID.annotation(), stored.Annotations[annotationKey], "stored with alice's identity")
 				assert.Equal(t, 2, mutateCalls(t, ns, "victim"), "the policy was called again after the hostile webhook (reinvocation)")
-				assert.True(t, validated(t, ns, "victim"), "and the twin accepted the result")
+				assert.False(t, validated(t, ns, "victim"), "the API server judged alice's own record without the twin")
 				return
 			}
 			requireRefused(t, err, tc.wantWebhook, tc.wantMessage)

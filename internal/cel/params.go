@@ -65,6 +65,10 @@ type ChartFile struct {
 	ParamKind   map[string]string `json:"paramKind"`
 	ParamKeys   []string          `json:"paramKeys"`
 	ContextKeys map[string]string `json:"contextKeys"`
+	// TwinCondition is the validating twin's match condition for Pods
+	// and workloads when the settings allow it (TwinCondition).
+	TwinCondition     string `json:"twinCondition"`
+	TwinConditionName string `json:"twinConditionName"`
 	// Defaults is the parameter's data for the policy's defaults: what a
 	// setting the values leave out stands for.
 	Defaults map[string]string `json:"defaults"`
@@ -88,9 +92,11 @@ func ChartPolicies() ([]byte, error) {
 		Defaults: ParamData(defaults),
 		Comment: "Generated from internal/cel by `go test ./internal/cel -run TestChartFile -update` (make generate); do not edit. " +
 			"The policies of modes cel and hybrid; the settings are read from the ConfigMap parameter (cel.ParamData).",
-		ParamKind:   ParamKind,
-		ParamKeys:   ParamKeys,
-		ContextKeys: contextKeys,
+		ParamKind:         ParamKind,
+		ParamKeys:         ParamKeys,
+		ContextKeys:       contextKeys,
+		TwinCondition:     TwinCondition(),
+		TwinConditionName: TwinConditionName,
 	}
 	for _, t := range targets {
 		ct := ChartTarget{Name: t.name}

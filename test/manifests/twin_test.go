@@ -2,6 +2,8 @@ package manifests
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,9 +14,10 @@ import (
 )
 
 // TestValidatingWebhookConfiguration_mirrorsMutating: the validating twin
-// sees exactly the requests the mutating webhooks see (the same rules,
-// match conditions, selectors, failure and match policies, timeouts and
-// Service), at /validate.
+// sees the requests the mutating webhooks see (the same rules, match
+// conditions, selectors, failure and match policies, timeouts and
+// Service), at /validate, but for the Pod creates its own match condition
+// leaves to the API server.
 func TestValidatingWebhookConfiguration_mirrorsMutating(t *testing.T) {
 	t.Parallel()
 	mut := object[*admissionregistrationv1.MutatingWebhookConfiguration](t, webhookFile)
@@ -27,7 +30,14 @@ func TestValidatingWebhookConfiguration_mirrorsMutating(t *testing.T) {
 		v := val.Webhooks[i]
 		assert.Equal(t, strings.Replace(m.Name, ".user-info.", ".validate.user-info.", 1), v.Name)
 		assert.Equal(t, m.Rules, v.Rules, "%s: rules", v.Name)
-		assert.Equal(t, m.MatchConditions, v.MatchConditions, "%s: match conditions", v.Name)
+		wantConditions := m.MatchConditions
+		if i == 0 {
+			// The twin's own condition for Pods and workloads: the API
+			// server skips it for a Pod create carrying the submitter's
+			// own record (test/cel proves the twin admits those).
+			wantConditions = append(wantConditions, twinCondition(t))
+		}
+		assert.Equal(t, wantConditions, v.MatchConditions, "%s: match conditions", v.Name)
 		assert.Equal(t, m.NamespaceSelector, v.NamespaceSelector, "%s: namespaceSelector", v.Name)
 		assert.Equal(t, m.ObjectSelector, v.ObjectSelector, "%s: objectSelector", v.Name)
 		assert.Equal(t, m.FailurePolicy, v.FailurePolicy, "%s: failurePolicy", v.Name)
@@ -39,6 +49,21 @@ func TestValidatingWebhookConfiguration_mirrorsMutating(t *testing.T) {
 		want.Service.Path = ptrTo("/validate")
 		assert.Equal(t, *want, v.ClientConfig, "%s: clientConfig", v.Name)
 	}
+}
+
+// twinCondition is the twin's match condition as internal/cel writes it
+// into the chart's files/cel-policies.json (make generate).
+func twinCondition(t *testing.T) admissionregistrationv1.MatchCondition {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, chartDir, "files", "cel-policies.json"))
+	require.NoError(t, err)
+	var f struct {
+		Name       string `json:"twinConditionName"`
+		Expression string `json:"twinCondition"`
+	}
+	require.NoError(t, json.Unmarshal(b, &f))
+	require.NotEmpty(t, f.Expression)
+	return admissionregistrationv1.MatchCondition{Name: f.Name, Expression: f.Expression}
 }
 
 // TestDeployment_validateOverlay: /validate evaluates with validateOnly.
@@ -74,4 +99,48 @@ func TestClusterAdmissionPolicy_twin(t *testing.T) {
 	want.Settings = twin.Spec.Settings
 	assert.Equal(t, *want, twin.Spec, "the same spec otherwise")
 	assert.Equal(t, main.Annotations, twin.Annotations)
+}
+
+// TestChart_twinCondition: the chart writes the twin's match condition
+// only when the twin would admit what it skips: settings that turn on no
+// rule needing context, recordedGroups unset, and
+// validatingTwinSkipsOwnRecord not turned off; in mode hybrid with the
+// twin too.
+func TestChart_twinCondition(t *testing.T) {
+	t.Parallel()
+	want := twinCondition(t)
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		skips  bool
+	}{
+		{"defaults", nil, true},
+		{"allow-lists and bypass", map[string]any{"settings": map[string]any{"externalUsers": []any{"^livy$"}, "externalGroups": []any{"^fe$"}, "bypassAuth": true}}, true},
+		{"turned off", map[string]any{"validatingTwinSkipsOwnRecord": false}, false},
+		{"recordedGroups", map[string]any{"settings": map[string]any{"recordedGroups": map[string]any{"omit": true}}}, false},
+		{"trustRBAC", map[string]any{"settings": map[string]any{"trustRBAC": true}}, false},
+		{"queueCheck", map[string]any{"settings": map[string]any{"queueCheck": "warn"}}, false},
+		{"queueCheck off", map[string]any{"settings": map[string]any{"queueCheck": "off"}}, true},
+		{"applicationOwnership", map[string]any{"settings": map[string]any{"applicationOwnership": "enforce"}}, false},
+		{"scheduling", map[string]any{"settings": map[string]any{"scheduling": map[string]any{}}}, false},
+		{"followYuniKornConfig", map[string]any{"settings": map[string]any{"followYuniKornConfig": true}}, false},
+		{"adopters", map[string]any{"settings": map[string]any{"adopters": map[string]any{"users": []any{"^a$"}}}}, false},
+		{"hybrid with the twin", map[string]any{"mode": "hybrid", "hybrid": map[string]any{"validatingTwin": true}, "cel": map[string]any{"mapAPIVersion": "v1"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var vwcs []*admissionregistrationv1.ValidatingWebhookConfiguration
+			for _, m := range mustRender(t, tc.values, webhookNamespace, webhookNamespace) {
+				if v, ok := m.obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok && !strings.HasSuffix(v.Name, "-config-validation") {
+					vwcs = append(vwcs, v)
+				}
+			}
+			require.Len(t, vwcs, 1)
+			conds := vwcs[0].Webhooks[0].MatchConditions
+			if tc.skips {
+				assert.Equal(t, []admissionregistrationv1.MatchCondition{want}, conds)
+			} else {
+				assert.Empty(t, conds)
+			}
+		})
+	}
 }

@@ -526,6 +526,26 @@ admit what the CEL policies refuse are refused for mode hybrid. */}}
 {{- end -}}
 {{- end -}}
 
+{{/* Whether the validating twin's webhook for Pods and workloads carries
+the match condition that lets the API server skip it for a Pod create
+whose annotation is the submitter's own record (internal/cel
+TwinCondition): validatingTwinSkipsOwnRecord, and settings that turn on
+no rule needing context and leave recordedGroups unset (the condition
+writes the record with every group). */}}
+{{- define "yunikorn-userinfo.twinCondition" -}}
+{{- if .Values.validatingTwinSkipsOwnRecord -}}
+{{- $file := .Files.Get "files/cel-policies.json" | fromJson -}}
+{{- $s := .Values.settings | default (dict) -}}
+{{- $on := false -}}
+{{- range $k := keys $file.contextKeys -}}
+{{- if and (hasKey $s $k) (include "yunikorn-userinfo.contextOn" (list $k (get $s $k))) -}}
+{{- $on = true -}}
+{{- end -}}
+{{- end -}}
+{{- if not (or $on $s.recordedGroups) }}true{{ end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Whether the validating twin is installed: validatingTwin, and in mode
 hybrid hybrid.validatingTwin (off by default: the ValidatingAdmissionPolicies
 hold the core after every mutation, which is the twin's job in standalone). */}}
