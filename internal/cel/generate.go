@@ -309,8 +309,11 @@ func validatingSpec(s *Settings, t target) vapSpec {
 			{
 				// CREATE with a value, by a submitter who may not supply
 				// one: only the submitter's own identity.
+				// The submitter's own value first: the commonest case (the
+				// mutating policy's stamp) then never matches the allow-lists'
+				// patterns, which the chart's form compiles on every call.
 				Expression: "request.operation != 'CREATE' || !variables.ann.hasValue() || " + bypass +
-					" || variables.allowed || (variables.encodable && variables.ann.value() == variables.own)",
+					" || (variables.encodable && variables.ann.value() == variables.own) || variables.allowed",
 				Message:           "the submitter is not allowed to set user annotation",
 				MessageExpression: "variables.encodable ? variables.notAllowed : variables.cannotRecord",
 				Reason:            "Forbidden",
@@ -319,7 +322,7 @@ func validatingSpec(s *Settings, t target) vapSpec {
 				// CREATE with a value, by an allowed submitter: a value in
 				// the form encoding/json writes.
 				Expression: "request.operation != 'CREATE' || !variables.ann.hasValue() || " + bypass +
-					" || !variables.allowed || (variables.encodable && variables.ann.value() == variables.own) || " +
+					" || (variables.encodable && variables.ann.value() == variables.own) || !variables.allowed || " +
 					"(variables.ann.value().matches(" + Quote(canonicalValue) + ") && !" + invalidUTF8("variables.ann.value()") + ")",
 				Message:           msgNotCanonical,
 				MessageExpression: Quote(msgNotCanonical),
