@@ -10,14 +10,21 @@
 //	          mutating webhook (no validating twin by default)
 //	hybrid-twin  the same with the validating twin (hybrid.validatingTwin)
 //	pair      the chart's standalone rendering: the mutating webhook and
-//	          its validating twin
+//	          its validating twin, which the API server skips for a Pod
+//	          carrying its submitter's own record (its match condition)
+//	pair-always  the same with the twin called for every Pod (the
+//	          condition removed, as validatingTwinSkipsOwnRecord: false)
 //	mutating  the standalone mutating webhook alone (what the twin adds
 //	          is pair minus mutating)
 //	null      the standalone mutating webhook configuration pointed at a
 //	          webhook that answers "allowed" at once (in this process):
 //	          what the API server's call of a webhook costs by itself
-//	null-pair the same for the pair: pair minus null-pair is what serve
-//	          adds (decoding, the policy, encoding, its log line)
+//	null-stamp  the same webhook answering with the stamp's JSON patch
+//	          (encoding/json of the submitter, no policy): the floor of any
+//	          webhook that records the submitter; mutating minus
+//	          null-stamp is what serve adds to a stamp (decoding, the
+//	          policy, encoding, its log line)
+//	null-pair the same as null for the pair (pair-always's floor)
 //
 // It reports p50, p99 and the mean per mode, what each adds over none,
 // the webhook's own time per call (its admission_duration_seconds), and
@@ -31,6 +38,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -64,7 +72,11 @@ import (
 )
 
 // modes, in the order of the report.
-var modes = []string{"none", "cel", "hybrid", "hybrid-twin", "pair", "mutating", "null", "null-pair"}
+var modes = []string{"none", "cel", "hybrid", "hybrid-twin", "pair", "pair-always", "mutating", "null", "null-stamp", "null-pair"}
+
+// twinConditionName is the twin's own match condition (internal/cel
+// TwinConditionName), which pair-always removes.
+const twinConditionName = "not-the-submitters-own-record"
 
 // modeLabel selects each mode's namespace.
 const modeLabel = "bench.yunikorn.apache.org/mode"
@@ -274,6 +286,9 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if err := b.registerWebhooks(ctx, standalone, wh, "pair", true); err != nil {
 		return nil, err
 	}
+	if err := b.registerWebhooks(ctx, standalone, wh, "pair-always", true); err != nil {
+		return nil, err
+	}
 	if err := b.registerWebhooks(ctx, standalone, wh, "mutating", false); err != nil {
 		return nil, err
 	}
@@ -292,6 +307,9 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	if err := b.registerWebhooks(ctx, standalone, null, "null", false); err != nil {
+		return nil, err
+	}
+	if err := b.registerWebhooks(ctx, standalone, null, "null-stamp", false); err != nil {
 		return nil, err
 	}
 	if err := b.registerWebhooks(ctx, standalone, null, "null-pair", true); err != nil {
@@ -424,6 +442,12 @@ func (b *bench) registerTwin(ctx context.Context, r *cluster.Rendering, wh *clus
 	if vwc, err = cluster.AdaptValidatingWebhookConfiguration(doc, "admbench-"+mode+"-validate", wh.BaseURL, b.c.PKI.CAPEM, labels); err != nil {
 		return err
 	}
+	if mode == "pair-always" {
+		for i := range vwc.Webhooks {
+			vwc.Webhooks[i].MatchConditions = slices.DeleteFunc(vwc.Webhooks[i].MatchConditions,
+				func(c admissionregistrationv1.MatchCondition) bool { return c.Name == twinConditionName })
+		}
+	}
 	if _, err := b.cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create %s: %w", vwc.Name, err)
 	}
@@ -503,7 +527,9 @@ func (b *bench) waitEnforced(ctx context.Context, cs *kubernetes.Clientset, mode
 }
 
 // stamps reports whether a mode records the submitter.
-func stamps(mode string) bool { return mode != "none" && !strings.HasPrefix(mode, "null") }
+func stamps(mode string) bool {
+	return mode != "none" && (!strings.HasPrefix(mode, "null") || mode == "null-stamp")
+}
 
 // startNull starts the null webhook: HTTPS on loopback with a serving
 // certificate of the cluster's CA, HTTP/2 as serve offers it, answering
@@ -527,7 +553,10 @@ func (b *bench) startNull(ctx context.Context) (*cluster.Webhook, error) {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var review struct {
 				Request struct {
-					UID string `json:"uid"`
+					UID       string         `json:"uid"`
+					Namespace string         `json:"namespace"`
+					Operation string         `json:"operation"`
+					UserInfo  map[string]any `json:"userInfo"`
 				} `json:"request"`
 			}
 			if err := json.NewDecoder(io.LimitReader(r.Body, 8<<20)).Decode(&review); err != nil {
@@ -535,7 +564,21 @@ func (b *bench) startNull(ctx context.Context) (*cluster.Webhook, error) {
 				return
 			}
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true}}`, review.Request.UID)
+			req := review.Request
+			if r.URL.Path != "/mutate" || req.Operation != "CREATE" || req.Namespace != "bench-null-stamp" {
+				fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true}}`, req.UID)
+				return
+			}
+			// null-stamp: the record as encoding/json writes it, added
+			// with the annotations map (the bench Pod has none).
+			record, _ := json.Marshal(struct {
+				User   any `json:"user,omitempty"`
+				Groups any `json:"groups,omitempty"`
+			}{req.UserInfo["username"], req.UserInfo["groups"]})
+			patch, _ := json.Marshal([]map[string]any{{"op": "add", "path": "/metadata/annotations",
+				"value": map[string]string{annotationKey: string(record)}}})
+			fmt.Fprintf(w, `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":%q,"allowed":true,"patchType":"JSONPatch","patch":%q}}`,
+				req.UID, base64.StdEncoding.EncodeToString(patch))
 		}),
 	}
 	go func() {
@@ -709,4 +752,13 @@ func printReport(w io.Writer, r *Report) {
 	}
 	fmt.Fprintf(w, "webhook's own time per call: %v ms over %v calls; API server connections to it at the end: %d\n",
 		r.WebhookMeanMS, r.WebhookCalls, r.Connections)
+	p50 := map[string]float64{}
+	for _, x := range r.Results {
+		p50[x.Mode] = x.AddedP50MS
+	}
+	fmt.Fprintf(w, "p50 added: pair %.2f ms (target 1.5), cel %.2f ms (%.0f%% of pair, target 50%%); "+
+		"the twin's skip saves %.2f ms (pair-always less pair); any stamping webhook costs %.2f ms here (null-stamp), "+
+		"serve adds %.2f ms to it (mutating less null-stamp)\n",
+		p50["pair"], p50["cel"], 100*p50["cel"]/max(p50["pair"], 0.001), p50["pair-always"]-p50["pair"],
+		p50["null-stamp"], p50["mutating"]-p50["null-stamp"])
 }
