@@ -155,7 +155,7 @@ generate: embed ## Refresh every generated file: the embedded module, the CLI go
 	$(GO) test ./cmd/yunikorn-userinfo -run '^TestRun_fixtures$$' -update
 	$(GO) test ./cmd/yunikorn-userinfo -run '^TestMigrate_kubewardenGolden$$' -update
 	$(GO) test ./policy -run '^TestPresetsFile$$' -update
-	$(GO) test ./internal/cel -run '^(TestChartFile|TestParamsFile)$$' -update
+	$(GO) test ./internal/cel -run '^(TestChartFile|TestParamsFile|TestTwinFile)$$' -update
 	$(GO) test ./policy/settingsdef -run '^TestGenerated$$' -update
 	$(GO) test ./internal/artifacthub -update
 	$(MAKE) --no-print-directory artifacthub
@@ -164,7 +164,7 @@ generate: embed ## Refresh every generated file: the embedded module, the CLI go
 verify: check-embedded ## Fail when a generated file is stale (the checks make generate would change)
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile|TestSettingsdef_matchesPolicy)$$' ./cmd/yunikorn-userinfo ./policy
 	$(GO) test -count=1 ./internal/artifacthub ./policy/settingsdef
-	$(GO) test -count=1 -run '^(TestChartFile|TestParamsFile)$$' ./internal/cel
+	$(GO) test -count=1 -run '^(TestChartFile|TestParamsFile|TestTwinFile)$$' ./internal/cel
 	@tmp=$$(mktemp -d); cp -r artifacthub $$tmp/ && $(GO) run ./cmd/yunikorn-userinfo scaffold artifacthub -m metadata.yml -o $$tmp/artifacthub >/dev/null && \
 	  diff -r artifacthub $$tmp/artifacthub && rm -rf $$tmp || { echo "artifacthub/ is stale: run make artifacthub"; rm -rf $$tmp; exit 1; }
 

@@ -81,6 +81,21 @@ func TestDeployment(t *testing.T) {
 	assert.GreaterOrEqual(t, countAdmissions(logs, "Pod", "CREATE", replicaSetController, "allowed"), 2, "pods created by the replicaset controller, admitted unchanged")
 	assert.Zero(t, countAdmissions(logs, "ReplicaSet", "CREATE", "", "mutated"), "no replicaset was patched")
 	assert.Zero(t, countAdmissions(logs, "Pod", "CREATE", replicaSetController, "mutated"), "no controller-made pod was patched")
+	// The validating twin judged the ReplicaSet; the controller's Pods,
+	// which carry alice's record in the canonical form from a trusted
+	// controller, the API server judged itself (the twin's match
+	// condition, docs/BEHAVIOUR.md §4.9).
+	twinSaw := func(kind, user string) int {
+		n := 0
+		for _, a := range logs {
+			if a.Stage == "validate" && a.Kind == kind && a.Operation == "CREATE" && a.User == user {
+				n++
+			}
+		}
+		return n
+	}
+	assert.GreaterOrEqual(t, twinSaw("ReplicaSet", deploymentController), 1, "the twin judged the replicaset")
+	assert.Zero(t, twinSaw("Pod", replicaSetController), "the twin was called for the controller's pods")
 
 	// A recreate loop shows within seconds; watch for a while.
 	observeStable(t, 10*time.Second, func(ctx context.Context) error {

@@ -58,6 +58,18 @@ type ChartTarget struct {
 	Validating any    `json:"validating"`
 }
 
+// ChartTwin is the twin's match condition in the chart's form: the
+// template, the placeholders, and the format of one pattern of each list
+// (FillTwinCondition).
+type ChartTwin struct {
+	Name              string `json:"name"`
+	Template          string `json:"template"`
+	UsersPlaceholder  string `json:"usersPlaceholder"`
+	GroupsPlaceholder string `json:"groupsPlaceholder"`
+	UserMatch         string `json:"userMatch"`
+	GroupMatch        string `json:"groupMatch"`
+}
+
 // ChartFile is what ChartPolicies writes: the policies, and the settings
 // whose rules need the webhook (ErrNeedsWebhook), with why.
 type ChartFile struct {
@@ -65,10 +77,9 @@ type ChartFile struct {
 	ParamKind   map[string]string `json:"paramKind"`
 	ParamKeys   []string          `json:"paramKeys"`
 	ContextKeys map[string]string `json:"contextKeys"`
-	// TwinCondition is the validating twin's match condition for Pods
-	// and workloads when the settings allow it (TwinCondition).
-	TwinCondition     string `json:"twinCondition"`
-	TwinConditionName string `json:"twinConditionName"`
+	// Twin is the validating twin's match condition for Pods and
+	// workloads (TwinCondition), for the chart to fill from its values.
+	Twin ChartTwin `json:"twin"`
 	// Defaults is the parameter's data for the policy's defaults: what a
 	// setting the values leave out stands for.
 	Defaults map[string]string `json:"defaults"`
@@ -92,11 +103,12 @@ func ChartPolicies() ([]byte, error) {
 		Defaults: ParamData(defaults),
 		Comment: "Generated from internal/cel by `go test ./internal/cel -run TestChartFile -update` (make generate); do not edit. " +
 			"The policies of modes cel and hybrid; the settings are read from the ConfigMap parameter (cel.ParamData).",
-		ParamKind:         ParamKind,
-		ParamKeys:         ParamKeys,
-		ContextKeys:       contextKeys,
-		TwinCondition:     TwinCondition(),
-		TwinConditionName: TwinConditionName,
+		ParamKind:   ParamKind,
+		ParamKeys:   ParamKeys,
+		ContextKeys: contextKeys,
+		Twin: ChartTwin{Name: TwinConditionName, Template: TwinConditionTemplate(),
+			UserMatch: TwinUserMatch(), GroupMatch: TwinGroupMatch,
+			UsersPlaceholder: TwinUsersPlaceholder, GroupsPlaceholder: TwinGroupsPlaceholder},
 	}
 	for _, t := range targets {
 		ct := ChartTarget{Name: t.name}

@@ -27,12 +27,14 @@ import (
 // compiles a webhook's (k8s.io/apiserver/pkg/admission/plugin/webhook,
 // accessors.go GetCompiledMatcher: the base environment, an authorizer,
 // no params, failurePolicy Fail).
-func twinMatcher(t testing.TB) matchconditions.Matcher {
+func twinMatcher(t testing.TB, settings []byte) matchconditions.Matcher {
 	t.Helper()
+	s, err := cel.ParseSettings(settings)
+	require.NoError(t, err)
 	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	require.NoError(t, err)
 	fail := admv1.Fail
-	acc := []plugincel.ExpressionAccessor{&matchconditions.MatchCondition{Name: cel.TwinConditionName, Expression: cel.TwinCondition()}}
+	acc := []plugincel.ExpressionAccessor{&matchconditions.MatchCondition{Name: cel.TwinConditionName, Expression: cel.TwinCondition(s)}}
 	filter := compiler.CompileCondition(acc, plugincel.OptionalVariableDeclarations{HasAuthorizer: true}, environment.StoredExpressions)
 	for _, r := range filter.(interface {
 		CompilationErrors() []error
@@ -60,15 +62,20 @@ func calls(ctx context.Context, t testing.TB, m matchconditions.Matcher, r reque
 func TestTwinCondition_fixtures(t *testing.T) {
 	ctx := context.Background()
 	m := newModule(ctx, t)
-	match := twinMatcher(t)
 	cases, err := fixtures.Load()
 	require.NoError(t, err)
 	judged, skipped := 0, 0
+	matchers := map[string]matchconditions.Matcher{}
 	for _, c := range cases {
 		s, err := cel.ParseSettings(c.Settings)
 		var need *cel.ErrNeedsWebhook
 		if errors.As(err, &need) || err != nil || s.RecordedGroups != nil {
 			continue
+		}
+		match, ok := matchers[string(c.Settings)]
+		if !ok {
+			match = twinMatcher(t, c.Settings)
+			matchers[string(c.Settings)] = match
 		}
 		r, ok := apiServerRequest(c.Request)
 		if !ok {
@@ -103,7 +110,7 @@ func TestTwinCondition_fixtures(t *testing.T) {
 func TestTwinCondition_identities(t *testing.T) {
 	ctx := context.Background()
 	m := newModule(ctx, t)
-	match := twinMatcher(t)
+	match := twinMatcher(t, []byte(`{}`))
 	other := goValue(t, "mallory", []string{"system:masters"})
 	refused := []identity{
 		{"invalid UTF-8 user", "al\xffice", []string{"dev"}},
@@ -162,6 +169,78 @@ func TestTwinCondition_identities(t *testing.T) {
 		})
 	}
 	require.Greater(t, skipped, 200)
+}
+
+// sized is a canonical record of exactly n bytes, every character of
+// its user escaped (the costliest to match).
+func sized(t testing.TB, n int) string {
+	t.Helper()
+	v := goValue(t, strings.Repeat("\x01", (n-11)/6), nil)
+	v = v[:len(v)-2] + strings.Repeat("a", n-len(v)) + `"}`
+	require.Len(t, v, n)
+	return v
+}
+
+// manyGroups is the worst group list within the bounds (TestCost).
+func manyGroups() []string {
+	groups := make([]string, cel.MaxGroups)
+	for i := range groups {
+		groups[i] = strings.Repeat("\x01<", (cel.MaxIdentityChars-4096)/cel.MaxGroups/2)
+	}
+	return groups
+}
+
+// TestTwinCondition_trustedSubmitters: a Pod a trusted controller creates
+// from a template (the defaults' systemUsers) or an allowed front end
+// submits carries another user's record; the API server skips the twin
+// for it when the value is in the form encoding/json writes, and calls it
+// for any other value, for an untrusted submitter, or with
+// trustControllers off. Whenever it skips, the twin admits.
+func TestTwinCondition_trustedSubmitters(t *testing.T) {
+	ctx := context.Background()
+	m := newModule(ctx, t)
+	alice := goValue(t, "alice", []string{"dev", "system:authenticated"})
+	rs := identity{user: "system:serviceaccount:kube-system:replicaset-controller",
+		groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+	livy := identity{user: "livy", groups: []string{"front-ends", "system:authenticated"}}
+	bob := identity{user: "bob", groups: []string{"dev"}}
+	for _, tc := range []struct {
+		name     string
+		settings string
+		id       identity
+		value    string
+		skips    bool
+	}{
+		{"controller, canonical", `{}`, rs, alice, true},
+		{"controller, worst canonical", `{}`, rs, goValue(t, "a\"<\u2028", []string{"\x01&"}), true},
+		// The condition's bound on a supplied value is 32 KiB: one at it
+		// skips, one past it calls the twin, and neither fails, nor does
+		// a value twice as long (the API server's cost limit is past that).
+		{"controller, a value at the bound", `{}`, rs, sized(t, 32<<10), true},
+		{"controller, a value past the bound", `{}`, rs, sized(t, 32<<10+1), false},
+		{"controller, a value of 64 KiB", `{}`, rs, sized(t, 64<<10), false},
+		{"controller, a value of 240 KiB", `{}`, rs, sized(t, 240<<10), false},
+		{"controller with the most groups", `{}`, identity{user: rs.user, groups: manyGroups()}, alice, true},
+		{"controller, spaced", `{}`, rs, `{"user": "alice"}`, false},
+		{"controller, groups first", `{}`, rs, `{"groups":["dev"],"user":"alice"}`, false},
+		{"controller, not JSON", `{}`, rs, `alice`, false},
+		{"controller, trustControllers off", `{"trustControllers":false}`, rs, alice, false},
+		{"external user", `{"externalUsers":["^livy$"]}`, livy, alice, true},
+		{"external group", `{"externalGroups":["^front-ends$"]}`, livy, alice, true},
+		{"untrusted", `{"externalUsers":["^livy$"]}`, bob, alice, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			match := twinMatcher(t, []byte(tc.settings))
+			r, _ := podCreate(tc.id)
+			require.NoError(t, unstructured.SetNestedField(r.object, tc.value, "metadata", "annotations", cel.AnnotationKey))
+			skipped := !calls(ctx, t, match, r, r.object)
+			assert.Equal(t, tc.skips, skipped, "skipped")
+			if skipped {
+				v := m.validate(ctx, t, r.moduleRequest(), withValidateOnly(t, []byte(tc.settings)))
+				assert.True(t, v.accepted, "skipped, but the twin refuses: %s", v.message)
+			}
+		})
+	}
 }
 
 // withValidateOnly is settings with validateOnly set, as the twin runs.

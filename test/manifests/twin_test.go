@@ -51,19 +51,84 @@ func TestValidatingWebhookConfiguration_mirrorsMutating(t *testing.T) {
 	}
 }
 
-// twinCondition is the twin's match condition as internal/cel writes it
-// into the chart's files/cel-policies.json (make generate).
-func twinCondition(t *testing.T) admissionregistrationv1.MatchCondition {
+// twinCase is one entry of testdata/twin-conditions.json, which
+// internal/cel writes (make generate): settings, the chart values that
+// say the same, and the twin's match condition Go writes for them.
+type twinCase struct {
+	Name       string         `json:"name"`
+	Values     map[string]any `json:"values"`
+	Expression string         `json:"expression"`
+}
+
+func twinCases(t *testing.T) []twinCase {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "test", "manifests", "testdata", "twin-conditions.json"))
+	require.NoError(t, err)
+	var f struct {
+		Cases []twinCase `json:"cases"`
+	}
+	require.NoError(t, json.Unmarshal(b, &f))
+	require.NotEmpty(t, f.Cases)
+	return f.Cases
+}
+
+// twinConditionName is the condition's name in the chart's
+// files/cel-policies.json.
+func twinConditionName(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, chartDir, "files", "cel-policies.json"))
 	require.NoError(t, err)
 	var f struct {
-		Name       string `json:"twinConditionName"`
-		Expression string `json:"twinCondition"`
+		Twin struct {
+			Name string `json:"name"`
+		} `json:"twin"`
 	}
 	require.NoError(t, json.Unmarshal(b, &f))
-	require.NotEmpty(t, f.Expression)
-	return admissionregistrationv1.MatchCondition{Name: f.Name, Expression: f.Expression}
+	require.NotEmpty(t, f.Twin.Name)
+	return f.Twin.Name
+}
+
+// twinCondition is the twin's match condition with the chart's default
+// settings.
+func twinCondition(t *testing.T) admissionregistrationv1.MatchCondition {
+	t.Helper()
+	for _, c := range twinCases(t) {
+		if c.Name == "the chart's defaults" {
+			return admissionregistrationv1.MatchCondition{Name: twinConditionName(t), Expression: c.Expression}
+		}
+	}
+	t.Fatal("no case for the chart's defaults")
+	return admissionregistrationv1.MatchCondition{}
+}
+
+// TestChart_twinConditionIsGo: the chart fills the twin's condition from
+// its values to the very text internal/cel writes for the same settings
+// (which test/cel checks against the module).
+func TestChart_twinConditionIsGo(t *testing.T) {
+	t.Parallel()
+	name := twinConditionName(t)
+	for _, c := range twinCases(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			vwc := twinConfiguration(t, map[string]any{"settings": c.Values})
+			require.Len(t, vwc.Webhooks[0].MatchConditions, 1)
+			assert.Equal(t, name, vwc.Webhooks[0].MatchConditions[0].Name)
+			assert.Equal(t, c.Expression, vwc.Webhooks[0].MatchConditions[0].Expression)
+		})
+	}
+}
+
+// twinConfiguration renders the chart with values and returns the
+// validating twin's configuration.
+func twinConfiguration(t *testing.T, values map[string]any) *admissionregistrationv1.ValidatingWebhookConfiguration {
+	t.Helper()
+	var vwcs []*admissionregistrationv1.ValidatingWebhookConfiguration
+	for _, m := range mustRender(t, values, webhookNamespace, webhookNamespace) {
+		if v, ok := m.obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok && !strings.HasSuffix(v.Name, "-config-validation") {
+			vwcs = append(vwcs, v)
+		}
+	}
+	require.Len(t, vwcs, 1)
+	return vwcs[0]
 }
 
 // TestDeployment_validateOverlay: /validate evaluates with validateOnly.
@@ -128,16 +193,11 @@ func TestChart_twinCondition(t *testing.T) {
 		{"hybrid with the twin", map[string]any{"mode": "hybrid", "hybrid": map[string]any{"validatingTwin": true}, "cel": map[string]any{"mapAPIVersion": "v1"}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var vwcs []*admissionregistrationv1.ValidatingWebhookConfiguration
-			for _, m := range mustRender(t, tc.values, webhookNamespace, webhookNamespace) {
-				if v, ok := m.obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok && !strings.HasSuffix(v.Name, "-config-validation") {
-					vwcs = append(vwcs, v)
-				}
-			}
-			require.Len(t, vwcs, 1)
-			conds := vwcs[0].Webhooks[0].MatchConditions
+			vwc := twinConfiguration(t, tc.values)
+			conds := vwc.Webhooks[0].MatchConditions
 			if tc.skips {
-				assert.Equal(t, []admissionregistrationv1.MatchCondition{want}, conds)
+				require.Len(t, conds, 1)
+				assert.Equal(t, want.Name, conds[0].Name)
 			} else {
 				assert.Empty(t, conds)
 			}

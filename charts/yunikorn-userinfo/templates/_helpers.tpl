@@ -546,6 +546,40 @@ writes the record with every group). */}}
 {{- end -}}
 {{- end -}}
 
+{{/* The twin's match condition: files/cel-policies.json's template with the
+allow-lists' patterns written in (internal/cel FillTwinCondition does the
+same; test/manifests compares the two): systemUsers when trustControllers
+is on (the policy's defaults when systemUsers is unset), externalUsers,
+externalGroups. A list written as one string is left out: fewer Pods skip
+the twin, never more. */}}
+{{- define "yunikorn-userinfo.twinConditionExpression" -}}
+{{- $file := .Files.Get "files/cel-policies.json" | fromJson -}}
+{{- $tw := $file.twin -}}
+{{- $s := .Values.settings | default (dict) -}}
+{{- $users := list -}}
+{{- if ne (toString $s.trustControllers) "false" -}}
+{{- $sys := $s.systemUsers -}}
+{{- if not (hasKey $s "systemUsers") -}}
+{{- $sys = splitList "\n" $file.defaults.systemUsers -}}
+{{- end -}}
+{{- if kindIs "slice" $sys -}}
+{{- range $sys }}{{ $users = append $users (printf $tw.userMatch (toJson .)) }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if kindIs "slice" $s.externalUsers -}}
+{{- range $s.externalUsers }}{{ $users = append $users (printf $tw.userMatch (toJson .)) }}{{ end -}}
+{{- end -}}
+{{- $groups := list -}}
+{{- if kindIs "slice" $s.externalGroups -}}
+{{- range $s.externalGroups }}{{ $groups = append $groups (printf $tw.groupMatch (toJson .)) }}{{ end -}}
+{{- end -}}
+{{- $u := "false" -}}
+{{- if $users }}{{ $u = printf "(%s)" (join " || " $users) }}{{ end -}}
+{{- $g := "false" -}}
+{{- if $groups }}{{ $g = printf "(%s)" (join " || " $groups) }}{{ end -}}
+{{- $tw.template | replace $tw.usersPlaceholder $u | replace $tw.groupsPlaceholder $g -}}
+{{- end -}}
+
 {{/* Whether the validating twin is installed: validatingTwin, and in mode
 hybrid hybrid.validatingTwin (off by default: the ValidatingAdmissionPolicies
 hold the core after every mutation, which is the twin's job in standalone). */}}
