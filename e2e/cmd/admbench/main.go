@@ -25,6 +25,10 @@
 //	          null-stamp is what serve adds to a stamp (decoding, the
 //	          policy, encoding, its log line)
 //	null-pair the same as null for the pair (pair-always's floor)
+//	ctl-none, ctl-pair, ctl-pair-always  none, pair and pair-always for
+//	          the Pods a workload controller creates: submitted as the
+//	          ReplicaSet controller, carrying alice's record from their
+//	          template (the twin's condition skips those too)
 //
 // It reports p50, p99 and the mean per mode, what each adds over none,
 // the webhook's own time per call (its admission_duration_seconds), and
@@ -72,11 +76,19 @@ import (
 )
 
 // modes, in the order of the report.
-var modes = []string{"none", "cel", "hybrid", "hybrid-twin", "pair", "pair-always", "mutating", "null", "null-stamp", "null-pair"}
+var modes = []string{"none", "cel", "hybrid", "hybrid-twin", "pair", "pair-always", "mutating", "null", "null-stamp", "null-pair",
+	"ctl-none", "ctl-pair", "ctl-pair-always"}
+
+// controller is the identity the ctl- modes submit as, with the groups
+// the API server gives a service account.
+var controller = struct {
+	user   string
+	groups []string
+}{"system:serviceaccount:kube-system:replicaset-controller", []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}}
 
 // twinConditionName is the twin's own match condition (internal/cel
 // TwinConditionName), which pair-always removes.
-const twinConditionName = "not-the-submitters-own-record"
+const twinConditionName = "needs-the-twin"
 
 // modeLabel selects each mode's namespace.
 const modeLabel = "bench.yunikorn.apache.org/mode"
@@ -289,6 +301,11 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if err := b.registerWebhooks(ctx, standalone, wh, "pair-always", true); err != nil {
 		return nil, err
 	}
+	for _, m := range []string{"ctl-pair", "ctl-pair-always"} {
+		if err := b.registerWebhooks(ctx, standalone, wh, m, true); err != nil {
+			return nil, err
+		}
+	}
 	if err := b.registerWebhooks(ctx, standalone, wh, "mutating", false); err != nil {
 		return nil, err
 	}
@@ -336,8 +353,31 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctlConfig, err := b.c.CertConfig(controller.user, controller.groups)
+	if err != nil {
+		return nil, err
+	}
+	ctlConfig.QPS, ctlConfig.Burst = 1000, 1000
+	ctlClient, err := kubernetes.NewForConfig(ctlConfig)
+	if err != nil {
+		return nil, err
+	}
+	// record is what the ReplicaSet controller copies from a template
+	// that alice's Deployment carried.
+	probe, err := client.CoreV1().Pods(ns["pair"]).Create(ctx, benchPod("record"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return nil, fmt.Errorf("read alice's record: %w", err)
+	}
+	record := probe.Annotations[annotationKey]
+	clientFor := func(m string) (*kubernetes.Clientset, map[string]string) {
+		if strings.HasPrefix(m, "ctl-") {
+			return ctlClient, map[string]string{annotationKey: record}
+		}
+		return client, nil
+	}
 	for _, m := range modes {
-		if err := b.waitEnforced(ctx, client, m, ns[m]); err != nil {
+		cs, ann := clientFor(m)
+		if err := b.waitEnforced(ctx, cs, m, ns[m], ann); err != nil {
 			return nil, err
 		}
 	}
@@ -364,9 +404,11 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		// the same one.
 		for j := range modes {
 			m := modes[(i+j)%len(modes)]
+			cs, ann := clientFor(m)
 			pod := benchPod(fmt.Sprintf("p-%05d", i))
+			pod.Annotations = ann
 			began := time.Now()
-			got, err := client.CoreV1().Pods(ns[m]).Create(ctx, pod, metav1.CreateOptions{})
+			got, err := cs.CoreV1().Pods(ns[m]).Create(ctx, pod, metav1.CreateOptions{})
 			d := time.Since(began)
 			if err != nil {
 				return nil, fmt.Errorf("mode %s: create Pod %s: %w", m, pod.Name, err)
@@ -442,7 +484,7 @@ func (b *bench) registerTwin(ctx context.Context, r *cluster.Rendering, wh *clus
 	if vwc, err = cluster.AdaptValidatingWebhookConfiguration(doc, "admbench-"+mode+"-validate", wh.BaseURL, b.c.PKI.CAPEM, labels); err != nil {
 		return err
 	}
-	if mode == "pair-always" {
+	if strings.HasSuffix(mode, "pair-always") {
 		for i := range vwc.Webhooks {
 			vwc.Webhooks[i].MatchConditions = slices.DeleteFunc(vwc.Webhooks[i].MatchConditions,
 				func(c admissionregistrationv1.MatchCondition) bool { return c.Name == twinConditionName })
@@ -509,10 +551,12 @@ func (b *bench) installCEL(ctx context.Context, r *cluster.Rendering, mode, ns s
 
 // waitEnforced polls dry-run creates until the mode's policies are in
 // force (stamped; none: created).
-func (b *bench) waitEnforced(ctx context.Context, cs *kubernetes.Clientset, mode, ns string) error {
+func (b *bench) waitEnforced(ctx context.Context, cs *kubernetes.Clientset, mode, ns string, annotations map[string]string) error {
 	var last string
 	err := cluster.Poll(ctx, 60*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		p, err := cs.CoreV1().Pods(ns).Create(ctx, benchPod("enforced"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		pod := benchPod("enforced")
+		pod.Annotations = annotations
+		p, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			last = err.Error()
 			return false, nil
@@ -528,7 +572,7 @@ func (b *bench) waitEnforced(ctx context.Context, cs *kubernetes.Clientset, mode
 
 // stamps reports whether a mode records the submitter.
 func stamps(mode string) bool {
-	return mode != "none" && (!strings.HasPrefix(mode, "null") || mode == "null-stamp")
+	return strings.HasPrefix(mode, "ctl-") || mode != "none" && (!strings.HasPrefix(mode, "null") || mode == "null-stamp")
 }
 
 // startNull starts the null webhook: HTTPS on loopback with a serving
@@ -746,9 +790,9 @@ func deploymentFlag(manifest []byte, name string) (string, error) {
 func printReport(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "Pod create through kube-apiserver %s, %d CPUs, %d Pods per mode (after %d warm-up), interleaved\n",
 		r.KubeVersion, r.CPUs, r.Pods, r.Warmup)
-	fmt.Fprintf(w, "%-11s %8s %8s %8s %8s %10s %10s\n", "mode", "p50 ms", "p90 ms", "p99 ms", "mean ms", "+p50 ms", "+p99 ms")
+	fmt.Fprintf(w, "%-15s %8s %8s %8s %8s %10s %10s\n", "mode", "p50 ms", "p90 ms", "p99 ms", "mean ms", "+p50 ms", "+p99 ms")
 	for _, x := range r.Results {
-		fmt.Fprintf(w, "%-11s %8.3f %8.3f %8.3f %8.3f %10.3f %10.3f\n", x.Mode, x.P50MS, x.P90MS, x.P99MS, x.MeanMS, x.AddedP50MS, x.AddedP99MS)
+		fmt.Fprintf(w, "%-15s %8.3f %8.3f %8.3f %8.3f %10.3f %10.3f\n", x.Mode, x.P50MS, x.P90MS, x.P99MS, x.MeanMS, x.AddedP50MS, x.AddedP99MS)
 	}
 	fmt.Fprintf(w, "webhook's own time per call: %v ms over %v calls; API server connections to it at the end: %d\n",
 		r.WebhookMeanMS, r.WebhookCalls, r.Connections)
@@ -761,4 +805,6 @@ func printReport(w io.Writer, r *Report) {
 		"serve adds %.2f ms to it (mutating less null-stamp)\n",
 		p50["pair"], p50["cel"], 100*p50["cel"]/max(p50["pair"], 0.001), p50["pair-always"]-p50["pair"],
 		p50["null-stamp"], p50["mutating"]-p50["null-stamp"])
+	fmt.Fprintf(w, "a controller's Pods (alice's record from the template): the pair adds %.2f ms over ctl-none, %.2f ms with the twin always called\n",
+		p50["ctl-pair"]-p50["ctl-none"], p50["ctl-pair-always"]-p50["ctl-none"])
 }
