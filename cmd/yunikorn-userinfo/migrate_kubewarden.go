@@ -8,7 +8,10 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	sigsyaml "sigs.k8s.io/yaml"
+
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
+	"github.com/yunikorn-userinfo/userinfo/internal/cel"
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/ykconfig"
 )
 
@@ -135,8 +138,7 @@ func kubewardenPolicy(name, mode string, mutating bool, module, policyServer str
 		"sideEffects", str("None"),
 		"timeoutSeconds", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: "5"},
 		"rules", rulesNode(md.Rules),
-		"matchConditions", seqNode(mapNode("name", str("user-info-may-change"),
-			"expression", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: kubewardenMatchCondition, Style: yaml.LiteralStyle})),
+		"matchConditions", matchConditionsNode(mutating, settings),
 		"namespaceSelector", mapNode("matchExpressions", seqNode(mapNode(
 			"key", str("kubernetes.io/metadata.name"), "operator", str("NotIn"), "values", strSeq(kubewardenExcluded)))),
 	)
@@ -158,6 +160,40 @@ func kubewardenPolicy(name, mode string, mutating bool, module, policyServer str
 			"io.kubewarden.policy.category", str(md.Annotations["io.kubewarden.policy.category"]))),
 		"spec", spec,
 	)}}
+}
+
+// matchConditionsNode is the policy's match conditions: the one both
+// policies share, and for the twin its own (docs/BEHAVIOUR.md §4.9) when
+// the settings allow it, as the chart writes them.
+func matchConditionsNode(mutating bool, settings []ykconfig.Setting) *yaml.Node {
+	conds := seqNode(mapNode("name", str("user-info-may-change"),
+		"expression", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: kubewardenMatchCondition, Style: yaml.LiteralStyle}))
+	if mutating {
+		return conds
+	}
+	if expr, ok := twinCondition(settings); ok {
+		conds.Content = append(conds.Content, mapNode("name", str(cel.TwinConditionName), "expression", str(expr)))
+	}
+	return conds
+}
+
+// twinCondition is the twin's own match condition for settings, unless
+// they turn on a rule that reads the cluster (cel.ParseSettings refuses
+// them) or set recordedGroups.
+func twinCondition(settings []ykconfig.Setting) (string, bool) {
+	var doc bytes.Buffer
+	if err := yaml.NewEncoder(&doc).Encode(ykconfig.Mapping(settings)); err != nil {
+		return "", false
+	}
+	raw, err := sigsyaml.YAMLToJSON(doc.Bytes())
+	if err != nil {
+		return "", false
+	}
+	s, err := cel.ParseSettings(raw)
+	if err != nil || s.RecordedGroups != nil {
+		return "", false
+	}
+	return cel.TwinCondition(s), true
 }
 
 // contextReads are the kinds the settings make the policy read, which

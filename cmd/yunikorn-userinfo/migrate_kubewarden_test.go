@@ -17,6 +17,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
+	"github.com/yunikorn-userinfo/userinfo/internal/cel"
 )
 
 // kubewardenDocs splits migrate --kubewarden's output into its documents,
@@ -124,6 +125,23 @@ func TestMigrate_kubewarden(t *testing.T) {
 		require.NoError(t, yaml.Unmarshal(raw, &deploy))
 		ds, gs := spec(t, deploy), spec(t, docs[i])
 		assert.Equal(t, "registry://example.com/p:v9", gs["module"])
+		if i == 1 {
+			// The twin's own condition carries the migrated allow-lists
+			// (deploy/kubewarden's, the chart's defaults).
+			raw, err := json.Marshal(gs["settings"])
+			require.NoError(t, err)
+			s, err := cel.ParseSettings(raw)
+			require.NoError(t, err)
+			for j, c := range []map[string]any{ds, gs} {
+				conds := c["matchConditions"].([]any)
+				last := conds[len(conds)-1].(map[string]any)
+				require.Equal(t, cel.TwinConditionName, last["name"])
+				if j == 1 {
+					assert.Equal(t, cel.TwinCondition(s), last["expression"], "the twin's condition, from the migrated settings")
+				}
+				last["expression"] = "checked"
+			}
+		}
 		for _, k := range []string{"settings", "module"} {
 			delete(ds, k)
 			delete(gs, k)

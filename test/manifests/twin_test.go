@@ -143,7 +143,8 @@ func TestDeployment_validateOverlay(t *testing.T) {
 }
 
 // TestClusterAdmissionPolicy_twin: the validating twin is the mutating
-// policy but for its name, mutating: false and validateOnly: true.
+// policy but for its name, mutating: false, validateOnly: true and its
+// own match condition.
 func TestClusterAdmissionPolicy_twin(t *testing.T) {
 	t.Parallel()
 	main := clusterAdmissionPolicy(t)
@@ -162,6 +163,8 @@ func TestClusterAdmissionPolicy_twin(t *testing.T) {
 	want := main.Spec.DeepCopy()
 	want.Mutating = false
 	want.Settings = twin.Spec.Settings
+	// And the twin's own match condition, as the standalone twin's.
+	want.MatchConditions = append(want.MatchConditions, twinCondition(t))
 	assert.Equal(t, *want, twin.Spec, "the same spec otherwise")
 	assert.Equal(t, main.Annotations, twin.Annotations)
 }
@@ -200,6 +203,41 @@ func TestChart_twinCondition(t *testing.T) {
 				assert.Equal(t, want.Name, conds[0].Name)
 			} else {
 				assert.Empty(t, conds)
+			}
+		})
+	}
+}
+
+// TestChart_kubewardenTwinCondition: under Kubewarden the twin's
+// ClusterAdmissionPolicy carries the same condition, after its own, under
+// the same rule for when; the mutating policy never does.
+func TestChart_kubewardenTwinCondition(t *testing.T) {
+	t.Parallel()
+	name := twinConditionName(t)
+	for _, tc := range []struct {
+		name     string
+		settings map[string]any
+		want     bool
+	}{
+		{"defaults", nil, true},
+		{"trustRBAC", map[string]any{"trustRBAC": true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			values := map[string]any{"mode": "kubewarden", "settings": tc.settings}
+			found := map[string][]string{}
+			for _, m := range mustRender(t, values, webhookNamespace, webhookNamespace) {
+				if p, ok := m.obj.(*policiesv1.ClusterAdmissionPolicy); ok {
+					for _, c := range p.Spec.MatchConditions {
+						found[p.Name] = append(found[p.Name], c.Name)
+					}
+				}
+			}
+			require.Len(t, found, 2)
+			assert.NotContains(t, found["yunikorn-user-info"], name)
+			if tc.want {
+				assert.Equal(t, []string{"user-info-may-change", name}, found["yunikorn-user-info-validate"])
+			} else {
+				assert.Equal(t, []string{"user-info-may-change"}, found["yunikorn-user-info-validate"])
 			}
 		})
 	}
