@@ -285,7 +285,7 @@ chart-render: ## Render the Helm chart (standalone, Kubewarden, cel and hybrid v
 	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 
 .PHONY: e2e
-e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1, then the core scenarios on v1.33.13 and the CEL scenarios on v1.35.4, about a minute (built once into ~/.cache/yunikorn-userinfo/e2e, ~15 min cold, about as long again for v1.33 and for v1.35)
+e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1, then the core scenarios on v1.33.13 and the CEL scenarios on v1.35.4, about 10 minutes warm (the cluster binaries built once per version into ~/.cache/yunikorn-userinfo/e2e, about 4 minutes each cold on an idle 2-core VM)
 	@start=$$(date +%s); \
 	cd e2e && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./internal/... && \
 	(cd yunikorn && CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 ./...) && \
