@@ -8,8 +8,6 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
-	sigsyaml "sigs.k8s.io/yaml"
-
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
 	"github.com/yunikorn-userinfo/userinfo/internal/cel"
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/ykconfig"
@@ -181,11 +179,7 @@ func matchConditionsNode(mutating bool, settings []ykconfig.Setting) *yaml.Node 
 // they turn on a rule that reads the cluster (cel.ParseSettings refuses
 // them) or set recordedGroups.
 func twinCondition(settings []ykconfig.Setting) (string, bool) {
-	var doc bytes.Buffer
-	if err := yaml.NewEncoder(&doc).Encode(ykconfig.Mapping(settings)); err != nil {
-		return "", false
-	}
-	raw, err := sigsyaml.YAMLToJSON(doc.Bytes())
+	raw, err := (&ykconfig.Result{Settings: settings}).JSON()
 	if err != nil {
 		return "", false
 	}

@@ -163,6 +163,19 @@ func TestIdentityRefused(t *testing.T) {
 	}
 }
 
+// worst is n characters that each need an escape.
+func worst(n int) string { return strings.Repeat("\x01<", n/2) }
+
+// manyGroups is the worst group list within the bounds: as many groups as
+// allowed, every character escaped, 4,096 characters left for the user.
+func manyGroups() []string {
+	groups := make([]string, cel.MaxGroups)
+	for i := range groups {
+		groups[i] = worst((cel.MaxIdentityChars - 4096) / cel.MaxGroups)
+	}
+	return groups
+}
+
 // TestCost: the worst identities within the bounds (every character
 // needing an escape, as many groups as allowed) are encoded within the API
 // server's cost limits, measured by its own cost tracking: each expression
@@ -171,15 +184,9 @@ func TestCost(t *testing.T) {
 	ctx := context.Background()
 	ps, err := compileSet(t, []byte(`{}`))
 	require.NoError(t, err)
-	worst := func(n int) string { return strings.Repeat("\x01<", n/2) }
-	groups := make([]string, cel.MaxGroups)
-	per := (cel.MaxIdentityChars - 4096) / cel.MaxGroups
-	for i := range groups {
-		groups[i] = worst(per)
-	}
 	for _, id := range []identity{
 		{name: "one long username", user: worst(cel.MaxIdentityChars)},
-		{name: "most groups", user: worst(4096), groups: groups},
+		{name: "most groups", user: worst(4096), groups: manyGroups()},
 		{name: "plain", user: "alice", groups: []string{"dev", "system:authenticated"}},
 	} {
 		r, _ := podCreate(id)

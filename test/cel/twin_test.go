@@ -120,14 +120,9 @@ func TestTwinCondition_identities(t *testing.T) {
 	}
 	// The worst identities within the bounds (TestCost): the condition
 	// stays within the API server's cost limits and skips.
-	worst := func(n int) string { return strings.Repeat("\x01<", n/2) }
-	groups := make([]string, cel.MaxGroups)
-	for i := range groups {
-		groups[i] = worst((cel.MaxIdentityChars - 4096) / cel.MaxGroups)
-	}
 	encodable := append(append(corpus(), randomIdentities(200)...),
 		identity{"worst long username", worst(cel.MaxIdentityChars), nil},
-		identity{"worst most groups", worst(4096), groups})
+		identity{"worst most groups", worst(4096), manyGroups()})
 	skipped := 0
 	for i, id := range append(encodable, refused...) {
 		encodable := i < len(encodable)
@@ -179,15 +174,6 @@ func sized(t testing.TB, n int) string {
 	v = v[:len(v)-2] + strings.Repeat("a", n-len(v)) + `"}`
 	require.Len(t, v, n)
 	return v
-}
-
-// manyGroups is the worst group list within the bounds (TestCost).
-func manyGroups() []string {
-	groups := make([]string, cel.MaxGroups)
-	for i := range groups {
-		groups[i] = strings.Repeat("\x01<", (cel.MaxIdentityChars-4096)/cel.MaxGroups/2)
-	}
-	return groups
 }
 
 // TestTwinCondition_trustedSubmitters: a Pod a trusted controller creates
