@@ -7,9 +7,9 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/yunikorn-userinfo/userinfo/policy/boundedre"
 	"github.com/yunikorn-userinfo/userinfo/policy/jsonx"
 	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
-	"github.com/yunikorn-userinfo/userinfo/policy/queues"
 	"github.com/yunikorn-userinfo/userinfo/policy/userinfo"
 )
 
@@ -408,13 +408,11 @@ func compileAll(errs *settingsError, warnings *[]string, key string, patterns []
 	out := make([]*regexp.Regexp, 0, len(patterns))
 	for i, p := range patterns {
 		field := "settings." + key + "[" + strconv.Itoa(i) + "]"
-		if queues.Nesting(p) > queues.MaxNesting {
-			// Go's regexp compiler recurses per level and would overflow
-			// the module's stack: a trap, not an answer.
-			errs.problems = append(errs.problems, field+": regular expression "+quote(p)+" nests more than "+strconv.Itoa(queues.MaxNesting)+" levels once its repetitions are expanded; write it flatter")
+		re, err := boundedre.Compile(p)
+		if _, deep := err.(*boundedre.TooDeepError); deep {
+			errs.problems = append(errs.problems, field+": regular expression "+quote(p)+" "+err.Error()+"; write it flatter")
 			continue
 		}
-		re, err := regexp.Compile(p)
 		if err != nil {
 			errs.problems = append(errs.problems, field+": invalid regular expression "+quote(p)+": "+err.Error())
 			continue

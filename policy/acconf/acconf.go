@@ -13,11 +13,10 @@
 package acconf
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/yunikorn-userinfo/userinfo/policy/queues"
+	"github.com/yunikorn-userinfo/userinfo/policy/boundedre"
 )
 
 // YuniKorn's keys (k8shim v1.9 pkg/admission/conf/am_conf.go).
@@ -260,12 +259,7 @@ func Split(value string) (Pieces, string) {
 			}
 			continue
 		}
-		if queues.Nesting(piece) > queues.MaxNesting {
-			// Go's regexp compiler would overflow the module's stack: a
-			// trap on every request that reads the ConfigMap.
-			return Pieces{}, "piece " + strconv.Quote(piece) + " (nests more than " + strconv.Itoa(queues.MaxNesting) + " levels once its repetitions are expanded)"
-		}
-		if _, err := regexp.Compile(piece); err != nil {
+		if _, err := boundedre.Compile(piece); err != nil {
 			return Pieces{}, "piece " + strconv.Quote(piece) + " (" + err.Error() + ")"
 		}
 		p.Patterns = append(p.Patterns, piece)

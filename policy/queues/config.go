@@ -3,8 +3,9 @@ package queues
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/boundedre"
 )
 
 // Names and patterns of yunikorn-core's configs package.
@@ -328,17 +329,17 @@ func checkPlacementRule(r ruleConfig) error {
 		return fmt.Errorf("invalid rule filter type %s, filter type  must be either '', allow or deny", f.kind)
 	}
 	for _, list := range [][]string{f.users, f.groups} {
-		if len(list) == 1 && specialRegExp.MatchString(list[0]) && Nesting(list[0]) > MaxNesting {
+		if len(list) == 1 && specialRegExp.MatchString(list[0]) && boundedre.Nesting(list[0]) > boundedre.MaxNesting {
 			return &TooComplexError{Pattern: list[0]}
 		}
 	}
 	if len(f.users) == 1 && !userRegExp.MatchString(f.users[0]) {
-		if _, err := regexp.Compile(f.users[0]); err != nil || !specialRegExp.MatchString(f.users[0]) {
+		if _, err := boundedre.Compile(f.users[0]); err != nil || !specialRegExp.MatchString(f.users[0]) {
 			return fmt.Errorf("invalid rule filter user list is not a proper list or regexp: %v", f.users)
 		}
 	}
 	if len(f.groups) == 1 && !groupRegExp.MatchString(f.groups[0]) {
-		if _, err := regexp.Compile(f.groups[0]); err != nil || !specialRegExp.MatchString(f.groups[0]) {
+		if _, err := boundedre.Compile(f.groups[0]); err != nil || !specialRegExp.MatchString(f.groups[0]) {
 			return fmt.Errorf("invalid rule filter group list is not a proper list or regexp: %v", f.groups)
 		}
 	}
@@ -440,90 +441,13 @@ func ruleChain(r ruleConfig) []ruleConfig {
 	return append(out, r)
 }
 
-// MaxNesting bounds how deeply a pattern the module compiles may nest
-// (Nesting): filter patterns here, and the settings' and followed
-// ConfigMaps' patterns in the policy.
-// Go's regexp compiler recurses once per level, and a counted repetition
-// x{1,n} becomes n nested levels: deep enough, that recursion overflows a
-// TinyGo module's 64 KiB stack, which would trap on every admission.
-const MaxNesting = 24
-
 // TooComplexError is a filter pattern the scheduler accepts but this
-// package does not compile (see MaxNesting): a configuration holding one
+// package does not compile (see boundedre.MaxNesting): a configuration holding one
 // cannot be checked.
 type TooComplexError struct{ Pattern string }
 
 func (e *TooComplexError) Error() string {
-	return fmt.Sprintf("placement filter pattern %q nests too deeply for the queue check (more than %d levels once its repetitions are expanded)", e.Pattern, MaxNesting)
-}
-
-// Nesting estimates the depth of a pattern's compiled form: its deepest
-// group nesting plus, for every counted repetition {n,m}, m-n levels. A
-// pattern past MaxNesting must not reach regexp.Compile in the module.
-func Nesting(expr string) int {
-	depth, deepest, ranges := 0, 0, 0
-	inClass := false
-	for i := 0; i < len(expr); i++ {
-		c := expr[i]
-		switch {
-		case c == '\\':
-			i++
-		case inClass:
-			if c == ']' {
-				inClass = false
-			}
-		case c == '[':
-			inClass = true
-			if i+1 < len(expr) && expr[i+1] == ']' {
-				i++
-			}
-		case c == '(':
-			depth++
-			deepest = max(deepest, depth)
-		case c == ')':
-			depth--
-		case c == '{':
-			n, m, end, ok := repetition(expr, i)
-			if ok {
-				if m > n {
-					ranges += m - n
-				}
-				i = end
-			}
-		}
-	}
-	return deepest + ranges
-}
-
-// repetition reads {n}, {n,} or {n,m} at expr[i]; m is -1 for {n,}.
-func repetition(expr string, i int) (n, m, end int, ok bool) {
-	j := i + 1
-	num := func() (int, bool) {
-		start, v := j, 0
-		for j < len(expr) && expr[j] >= '0' && expr[j] <= '9' {
-			if v < 100000 {
-				v = v*10 + int(expr[j]-'0')
-			}
-			j++
-		}
-		return v, j > start
-	}
-	n, ok = num()
-	if !ok || j >= len(expr) {
-		return 0, 0, 0, false
-	}
-	m = n
-	if expr[j] == ',' {
-		j++
-		m = -1
-		if v, has := num(); has {
-			m = v
-		}
-	}
-	if j >= len(expr) || expr[j] != '}' {
-		return 0, 0, 0, false
-	}
-	return n, m, j, true
+	return fmt.Sprintf("placement filter pattern %q nests too deeply for the queue check (more than %d levels once its repetitions are expanded)", e.Pattern, boundedre.MaxNesting)
 }
 
 // queueNameMatcher is core's QueueNameRegExp, ^[a-zA-Z0-9_:#/@-]{1,64}$,

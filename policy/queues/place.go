@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/boundedre"
 )
 
 // Queue is a configured queue.
@@ -509,7 +511,7 @@ func newFilter(c filterConfig) filter {
 func filterList(list []string, valid *namePattern) (map[string]bool, *regexp.Regexp) {
 	names := map[string]bool{}
 	if len(list) == 1 && specialRegExp.MatchString(list[0]) {
-		re, _ := regexp.Compile(list[0])
+		re, _ := boundedre.Compile(list[0])
 		return names, re
 	}
 	for _, n := range list {

@@ -161,15 +161,9 @@ func TestQueueName(t *testing.T) {
 	}
 }
 
-// TestNesting: the depth estimate that keeps deep patterns away from the
-// guest's stack.
+// TestNesting: a filter pattern too deep for the guest's stack
+// (boundedre) makes the configuration uncheckable, not a trap.
 func TestNesting(t *testing.T) {
-	for expr, want := range map[string]int{
-		"^a.*$": 0, "^(a|b)$": 1, "^((a))$": 2, "^a{1,64}$": 63, "^a{3}$": 0, "^a{2,}$": 0,
-		"^(a{1,10}){2,5}$": 1 + 9 + 3, `^\{1,64\}$`: 0, "^[{1,64}]$": 0, "^a{1,x}$": 0, "^[]{1,9}]$": 0,
-	} {
-		assert.Equal(t, want, Nesting(expr), "%q", expr)
-	}
 	_, err := Parse([]byte("partitions: [{queues: [{name: root}], placementrules: [{name: user, filter: {users: ['^a{1,64}$']}}]}]"))
 	var tooComplex *TooComplexError
 	assert.ErrorAs(t, err, &tooComplex)
