@@ -494,13 +494,7 @@ admit what the CEL policies refuse are refused for mode hybrid. */}}
 {{- define "yunikorn-userinfo.validateCEL" -}}
 {{- if include "yunikorn-userinfo.cel" . -}}
 {{- $file := .Files.Get "files/cel-policies.json" | fromJson -}}
-{{- $s := .Values.settings | default (dict) -}}
-{{- $on := list -}}
-{{- range $k := keys $file.contextKeys | sortAlpha -}}
-{{- if and (hasKey $s $k) (include "yunikorn-userinfo.contextOn" (list $k (get $s $k))) -}}
-{{- $on = append $on $k -}}
-{{- end -}}
-{{- end -}}
+{{- $on := include "yunikorn-userinfo.contextKeysOn" . | fromJsonArray -}}
 {{- if eq .Values.mode "cel" -}}
 {{- if $on -}}
 {{- $parts := list -}}
@@ -534,16 +528,24 @@ no rule needing context and leave recordedGroups unset (the condition
 writes the record with every group). */}}
 {{- define "yunikorn-userinfo.twinCondition" -}}
 {{- if .Values.validatingTwinSkipsOwnRecord -}}
+{{- $s := .Values.settings | default (dict) -}}
+{{- if not (or (include "yunikorn-userinfo.contextKeysOn" . | fromJsonArray) $s.recordedGroups) }}true{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The settings keys, sorted, that turn on a rule needing the cluster
+(files/cel-policies.json's contextKeys, contextOn), as a JSON list: what
+modes cel and hybrid refuse, and what keeps the twin's condition out. */}}
+{{- define "yunikorn-userinfo.contextKeysOn" -}}
 {{- $file := .Files.Get "files/cel-policies.json" | fromJson -}}
 {{- $s := .Values.settings | default (dict) -}}
-{{- $on := false -}}
-{{- range $k := keys $file.contextKeys -}}
+{{- $on := list -}}
+{{- range $k := keys $file.contextKeys | sortAlpha -}}
 {{- if and (hasKey $s $k) (include "yunikorn-userinfo.contextOn" (list $k (get $s $k))) -}}
-{{- $on = true -}}
+{{- $on = append $on $k -}}
 {{- end -}}
 {{- end -}}
-{{- if not (or $on $s.recordedGroups) }}true{{ end -}}
-{{- end -}}
+{{- toJson $on -}}
 {{- end -}}
 
 {{/* The twin's match condition: files/cel-policies.json's template with the
