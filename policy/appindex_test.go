@@ -45,6 +45,7 @@ func TestValidate_fixturesThroughTheIndex(t *testing.T) {
 		Next: engine.KubewardenHostCalls(nil)})
 	require.NoError(t, err)
 	var asked atomic.Int32
+	freshInstance(t)
 	prev := hostCaller
 	hostCaller = func(binding, namespace, operation string, payload []byte) ([]byte, error) {
 		if operation == "list_resources_all" && gjson.GetBytes(payload, "kind").String() == "Pod" {

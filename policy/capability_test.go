@@ -12,6 +12,26 @@ import (
 	"github.com/tidwall/gjson"
 )
 
+// freshInstance forgets what earlier tests left in the caches a guest
+// instance keeps across evaluations (the followed rules and the queue
+// configuration's resourceVersions), now and when the test ends. Those
+// caches are per instance: a test that counts host calls or swaps the
+// cluster behind hostCaller starts as a new instance would, whatever order
+// the parallel fixture runs before it finished in.
+func freshInstance(t *testing.T) {
+	t.Helper()
+	forget := func() {
+		followCache.Lock()
+		followCache.base, followCache.version, followCache.eff, followCache.warnings, followCache.good = nil, "", nil, nil, nil
+		followCache.Unlock()
+		lastQueuesMu.Lock()
+		queuesVersion, versionCfg, versionErr = "", nil, nil
+		lastQueuesMu.Unlock()
+	}
+	forget()
+	t.Cleanup(forget)
+}
+
 // withHost makes f answer the policy's host calls for the rest of the test.
 func withHost(t *testing.T, f func(binding, namespace, operation string, payload []byte) ([]byte, error)) {
 	prev := hostCaller

@@ -78,21 +78,13 @@ func data(kv ...string) map[string]any {
 	return map[string]any{"data": d}
 }
 
-// resetFollow forgets what earlier tests followed (the cache is per
-// instance, as in a host that keeps instances).
-func resetFollow(t *testing.T) {
-	followCache.Lock()
-	followCache.base, followCache.version, followCache.eff, followCache.warnings, followCache.good = nil, "", nil, nil, nil
-	followCache.Unlock()
-}
-
 const followYK = `{"followYuniKornConfig":{"namespace":"yk"}}`
 
 // TestFollow_editChangesTheRule: an edit of yunikorn-configs (a new
 // resourceVersion) changes the rule at the next request; while the
 // resourceVersions stay, a request costs two masked reads and no mapping.
 func TestFollow_editChangesTheRule(t *testing.T) {
-	resetFollow(t)
+	freshInstance(t)
 	f := &fakeYuniKorn{configs: data(), rv: "1"}
 	f.install(t)
 	r := evalFollow(t, followYK, true)
@@ -118,7 +110,7 @@ func TestFollow_editChangesTheRule(t *testing.T) {
 // one they do not set keeps the settings' value; yunikorn-configs wins
 // over yunikorn-defaults, which is read too (gzip included).
 func TestFollow_precedence(t *testing.T) {
-	resetFollow(t)
+	freshInstance(t)
 	settings := `{"followYuniKornConfig":{"namespace":"yk"},"externalUsers":["^livy$"]}`
 	f := &fakeYuniKorn{configs: data(), rv: "1"}
 	f.install(t)
@@ -144,7 +136,7 @@ func TestFollow_precedence(t *testing.T) {
 // admission controller standing aside, not this policy's setting: a
 // forged value stays refused; "false" wins over the settings' true.
 func TestFollow_bypassAuthNotFollowed(t *testing.T) {
-	resetFollow(t)
+	freshInstance(t)
 	f := &fakeYuniKorn{configs: data("admissionController.accessControl.bypassAuth", "true"), rv: "1"}
 	f.install(t)
 	r := evalFollow(t, followYK, true)
@@ -161,7 +153,7 @@ func TestFollow_bypassAuthNotFollowed(t *testing.T) {
 // value last read (else the settings'), with a warning on every answer;
 // fixed, the warning goes.
 func TestFollow_typoKeepsTheLastGood(t *testing.T) {
-	resetFollow(t)
+	freshInstance(t)
 	f := &fakeYuniKorn{configs: data("admissionController.accessControl.externalUsers", "^livy$"), rv: "1"}
 	f.install(t)
 	require.True(t, evalFollow(t, followYK, true).Get("accepted").Bool())
@@ -187,7 +179,7 @@ func TestFollow_typoKeepsTheLastGood(t *testing.T) {
 // last read, else the settings', and say so; neither ConfigMap existing
 // is the settings' values, said too.
 func TestFollow_unreadable(t *testing.T) {
-	resetFollow(t)
+	freshInstance(t)
 	f := &fakeYuniKorn{fail: "forbidden: configmaps is forbidden"}
 	f.install(t)
 	r := evalFollow(t, followYK, true)
@@ -210,7 +202,7 @@ func TestFollow_unreadable(t *testing.T) {
 // TestFollow_filtering: with scheduling on, the filtering keys are
 // followed into it.
 func TestFollow_filtering(t *testing.T) {
-	resetFollow(t)
+	freshInstance(t)
 	settings := `{"followYuniKornConfig":{"namespace":"yk"},"scheduling":{}}`
 	f := &fakeYuniKorn{configs: data(), rv: "1"}
 	f.install(t)

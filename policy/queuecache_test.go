@@ -18,6 +18,7 @@ import (
 // gives no resourceVersion is read every time.
 func TestQueueCheck_parsesOncePerResourceVersion(t *testing.T) {
 	// Not parallel: it owns hostCaller and the instance's caches.
+	freshInstance(t)
 	cases, err := fixtures.Load()
 	require.NoError(t, err)
 	var payload []byte

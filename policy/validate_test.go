@@ -33,6 +33,7 @@ func TestValidate_fixtures(t *testing.T) {
 // so that the declaration keeps every field the policy reads of a listed
 // or cached object.
 func TestValidate_fixturesThroughTheCache(t *testing.T) {
+	freshInstance(t)
 	h := fixturecheck.CachedClusterHostCalls(t, nil)
 	prev := hostCaller
 	hostCaller = func(binding, namespace, operation string, payload []byte) ([]byte, error) {
@@ -56,6 +57,7 @@ func TestValidate_fixturesThroughTheCache(t *testing.T) {
 // runners do.
 func answerFromFixtureCluster(t *testing.T) {
 	t.Helper()
+	freshInstance(t)
 	h := fixturecheck.ClusterHostCalls(t, nil)
 	prev := hostCaller
 	hostCaller = func(binding, namespace, operation string, payload []byte) ([]byte, error) {
