@@ -36,6 +36,8 @@ func TestTwinFile(t *testing.T) {
 		{Name: "systemUsers unset: the policy's defaults",
 			Settings: json.RawMessage(`{"externalUsers":["^livy$"],"externalGroups":[]}`),
 			Values:   json.RawMessage(`{"systemUsers":null,"trustControllers":null,"externalUsers":["^livy$"],"externalGroups":[]}`)},
+		{Name: "allow-lists with characters YAML breaks lines at or refuses",
+			Settings: json.RawMessage(`{"trustControllers":true,"systemUsers":["^system:serviceaccount:kube-system:[^:]+$","^bom\ufeffuser$"],"externalUsers":["^nel\u0085user$","^ls\u2028user$","^c1\u0090user$"],"externalGroups":["^ps\u2029group$"]}`)},
 	}
 	for i, c := range cases {
 		s, err := ParseSettings(c.Settings)

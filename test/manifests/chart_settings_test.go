@@ -7,8 +7,11 @@ import (
 	"regexp"
 	"testing"
 
+	policiesv1 "github.com/kubewarden/adm-controller/api/policies/v1"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/yunikorn-userinfo/userinfo/test/manifests/internal/chartrender"
 )
@@ -102,4 +105,80 @@ func TestChart_settingsFixtures(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, sameWords, 12, "the chart's checks give the policy's words")
+}
+
+// TestChart_settingsReadBack: the settings the webhook and policy-server
+// read are the settings given. For every settings fixture the chart
+// renders, in modes standalone and kubewarden, each key given comes back
+// with its value (a map given merges over the chart's defaults, so its
+// keys are checked one by one): from the settings ConfigMap as serve
+// parses it, and from both ClusterAdmissionPolicies. Among the fixtures are
+// patterns holding U+0085, U+2028, U+2029 and U+FEFF, which Helm's YAML
+// writer does not write back as they were.
+func TestChart_settingsReadBack(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "settings.json"))
+	require.NoError(t, err)
+	var cases []settingsFixture
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	checked, special := 0, 0
+	for _, c := range cases {
+		if !c.Valid || c.SettingsText != "" || chartSettingsExceptions[c.Name] != "" {
+			continue
+		}
+		var given map[string]any
+		if json.Unmarshal(c.Settings, &given) != nil || given == nil {
+			continue
+		}
+		if regexp.MustCompile("[\u0085\u2028\u2029\ufeff]").Match(c.Settings) || regexp.MustCompile(`\\u(0085|2028|2029|feff)`).Match(c.Settings) {
+			special++
+		}
+		for _, mode := range []string{"standalone", "kubewarden"} {
+			ms, err := render(t, map[string]any{"mode": mode, "settings": given}, "yunikorn-userinfo", "yunikorn-userinfo")
+			require.NoError(t, err, "%s (%s)", c.Name, mode)
+			read := 0
+			for _, m := range ms {
+				var doc []byte
+				switch o := m.obj.(type) {
+				case *corev1.ConfigMap:
+					if s, ok := o.Data[settingsKey]; ok {
+						doc, err = yaml.YAMLToJSONStrict([]byte(s))
+						require.NoError(t, err, "%s (%s): settings.yaml", c.Name, mode)
+					}
+				case *policiesv1.ClusterAdmissionPolicy:
+					doc = o.Spec.Settings.Raw
+				}
+				if doc == nil {
+					continue
+				}
+				var got map[string]any
+				require.NoError(t, json.Unmarshal(doc, &got), "%s (%s)", c.Name, mode)
+				assertHolds(t, given, got, c.Name+" ("+mode+")")
+				read++
+			}
+			assert.NotZero(t, read, "%s (%s): settings found", c.Name, mode)
+		}
+		checked++
+	}
+	assert.Greater(t, checked, 30)
+	assert.NotZero(t, special, "a fixture holds the characters YAML breaks lines at")
+}
+
+// assertHolds: every key of want is in got with want's value; maps are
+// compared key by key (Helm merges them over the defaults), null is
+// dropped (Helm deletes the key).
+func assertHolds(t *testing.T, want, got map[string]any, where string) {
+	t.Helper()
+	for k, v := range want {
+		switch w := v.(type) {
+		case nil:
+		case map[string]any:
+			g, ok := got[k].(map[string]any)
+			if assert.True(t, ok, "%s: %s is a map", where, k) {
+				assertHolds(t, w, g, where+": "+k)
+			}
+		default:
+			assert.Equal(t, v, got[k], "%s: %s", where, k)
+		}
+	}
 }

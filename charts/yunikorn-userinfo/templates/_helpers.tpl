@@ -450,6 +450,33 @@ pattern (which matches everything) as (?:), a line break inside one as \n
 {{/* The data of the CEL policies' ConfigMap parameter (internal/cel
 ParamData), from settings; a setting left out takes the policy's default.
 Called with (list $ DEFAULTS). */}}
+{{/* A settings object as a YAML document for a manifest: toYaml, unless
+the YAML it writes does not read back as the same settings. Helm's YAML
+writer takes U+0085, U+2028 and U+2029 for line breaks, and a pattern that
+holds one would then change, or break the manifest. Those settings are
+written as JSON (a YAML document too) instead, with yamlSafeJSON's escapes. */}}
+{{- define "yunikorn-userinfo.settingsDocument" -}}
+{{- $y := toYaml . -}}
+{{- if eq (toJson (fromYaml $y)) (toJson .) -}}
+{{- $y -}}
+{{- else -}}
+{{- include "yunikorn-userinfo.yamlSafeJSON" (toJson .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* JSON text made safe to place in YAML: the characters that JSON
+leaves raw but YAML readers take for a line break (U+0085) or refuse (the
+other C1 controls, U+FEFF, U+FFFE, U+FFFF) become \u escapes, which JSON
+and YAML's double-quoted strings read alike. (JSON already escapes the
+C0 controls, U+2028 and U+2029.) */}}
+{{- define "yunikorn-userinfo.yamlSafeJSON" -}}
+{{- $t := . -}}
+{{- range $r := concat (untilStep 128 160 1) (list 65279 65534 65535) -}}
+{{- $t = $t | replace (printf "%c" $r) (printf "\\u%04x" $r) -}}
+{{- end -}}
+{{- $t -}}
+{{- end -}}
+
 {{- define "yunikorn-userinfo.celParams" -}}
 {{- $root := index . 0 -}}
 {{- $d := index . 1 -}}
@@ -468,7 +495,7 @@ Called with (list $ DEFAULTS). */}}
 {{- $_ := set $out "recordedGroupsExclude" (include "yunikorn-userinfo.celList" (list "settings.recordedGroups.exclude" (.exclude | default list))) -}}
 {{- end -}}
 {{- range $k := keys $out | sortAlpha }}
-{{ $k }}: {{ get $out $k | toJson }}
+{{ $k }}: {{ include "yunikorn-userinfo.yamlSafeJSON" (get $out $k | toJson) }}
 {{- end -}}
 {{- end -}}
 
