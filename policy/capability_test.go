@@ -32,8 +32,10 @@ func freshInstance(t *testing.T) {
 	t.Cleanup(forget)
 }
 
-// withHost makes f answer the policy's host calls for the rest of the test.
+// withHost makes f answer the policy's host calls for the rest of the
+// test, to an instance that has read nothing yet.
 func withHost(t *testing.T, f func(binding, namespace, operation string, payload []byte) ([]byte, error)) {
+	freshInstance(t)
 	prev := hostCaller
 	hostCaller = f
 	t.Cleanup(func() { hostCaller = prev })
