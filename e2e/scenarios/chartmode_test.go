@@ -160,20 +160,43 @@ func requireMAPServed(t *testing.T) {
 	}
 }
 
-// waitCELEnforced polls a dry-run Pod create as alice until the CEL
-// policies stamp it: policies, bindings and parameters reach the
-// admission chain through informers.
+// waitCELEnforced polls dry runs as alice until every CEL policy
+// checkCore relies on is in force: her Pod is stamped (the Pods' mutating
+// policy), her forgery of bob's identity is refused (the Pods' validating
+// policy) and her Deployment's template is stamped (the templates'
+// mutating policy). Policies, bindings and parameters reach the admission
+// chain through informers, each pair on its own: on a loaded machine the
+// mutating policy can stamp while its validating twin is not loaded yet.
 func waitCELEnforced(t *testing.T, ns string) {
 	t.Helper()
+	want := e2e.identity[alice].annotation()
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	var last string
 	err := cluster.Poll(t.Context(), enforceTimeout, pollInterval, func(ctx context.Context) (bool, error) {
-		p, err := client(alice).CoreV1().Pods(ns).Create(ctx, newPod("enforced", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		p, err := client(alice).CoreV1().Pods(ns).Create(ctx, newPod("enforced", nil), dry)
 		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		last = "no annotation yet"
-		return p.Annotations[annotationKey] == e2e.identity[alice].annotation(), nil
+		if p.Annotations[annotationKey] != want {
+			last = "no annotation yet"
+			return false, nil
+		}
+		if _, err := client(alice).CoreV1().Pods(ns).Create(ctx, newPod("enforced-forged",
+			map[string]string{annotationKey: e2e.identity[bob].annotation()}), dry); err == nil {
+			last = "a forged Pod is admitted: the validating policy is not in force yet"
+			return false, nil
+		}
+		d, err := client(alice).AppsV1().Deployments(ns).Create(ctx, newDeployment("enforced", 0, nil), dry)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		if d.Spec.Template.Annotations[annotationKey] != want {
+			last = "the Deployment's template is not stamped yet"
+			return false, nil
+		}
+		return true, nil
 	})
 	require.NoErrorf(t, err, "wait for the CEL policies in %s (%s)", ns, last)
 }
