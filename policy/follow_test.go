@@ -84,7 +84,6 @@ const followYK = `{"followYuniKornConfig":{"namespace":"yk"}}`
 // resourceVersion) changes the rule at the next request; while the
 // resourceVersions stay, a request costs two masked reads and no mapping.
 func TestFollow_editChangesTheRule(t *testing.T) {
-	freshInstance(t)
 	f := &fakeYuniKorn{configs: data(), rv: "1"}
 	f.install(t)
 	r := evalFollow(t, followYK, true)
@@ -110,7 +109,6 @@ func TestFollow_editChangesTheRule(t *testing.T) {
 // one they do not set keeps the settings' value; yunikorn-configs wins
 // over yunikorn-defaults, which is read too (gzip included).
 func TestFollow_precedence(t *testing.T) {
-	freshInstance(t)
 	settings := `{"followYuniKornConfig":{"namespace":"yk"},"externalUsers":["^livy$"]}`
 	f := &fakeYuniKorn{configs: data(), rv: "1"}
 	f.install(t)
@@ -136,7 +134,6 @@ func TestFollow_precedence(t *testing.T) {
 // admission controller standing aside, not this policy's setting: a
 // forged value stays refused; "false" wins over the settings' true.
 func TestFollow_bypassAuthNotFollowed(t *testing.T) {
-	freshInstance(t)
 	f := &fakeYuniKorn{configs: data("admissionController.accessControl.bypassAuth", "true"), rv: "1"}
 	f.install(t)
 	r := evalFollow(t, followYK, true)
@@ -153,7 +150,6 @@ func TestFollow_bypassAuthNotFollowed(t *testing.T) {
 // value last read (else the settings'), with a warning on every answer;
 // fixed, the warning goes.
 func TestFollow_typoKeepsTheLastGood(t *testing.T) {
-	freshInstance(t)
 	f := &fakeYuniKorn{configs: data("admissionController.accessControl.externalUsers", "^livy$"), rv: "1"}
 	f.install(t)
 	require.True(t, evalFollow(t, followYK, true).Get("accepted").Bool())
@@ -179,7 +175,6 @@ func TestFollow_typoKeepsTheLastGood(t *testing.T) {
 // last read, else the settings', and say so; neither ConfigMap existing
 // is the settings' values, said too.
 func TestFollow_unreadable(t *testing.T) {
-	freshInstance(t)
 	f := &fakeYuniKorn{fail: "forbidden: configmaps is forbidden"}
 	f.install(t)
 	r := evalFollow(t, followYK, true)
@@ -202,7 +197,6 @@ func TestFollow_unreadable(t *testing.T) {
 // TestFollow_filtering: with scheduling on, the filtering keys are
 // followed into it.
 func TestFollow_filtering(t *testing.T) {
-	freshInstance(t)
 	settings := `{"followYuniKornConfig":{"namespace":"yk"},"scheduling":{}}`
 	f := &fakeYuniKorn{configs: data(), rv: "1"}
 	f.install(t)

@@ -199,10 +199,7 @@ func contextOn(key string, v any) bool {
 func TestChart_celModeSettings(t *testing.T) {
 	t.Parallel()
 	f := readCELFile(t)
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "settings.json"))
-	require.NoError(t, err)
-	var cases []settingsFixture
-	require.NoError(t, json.Unmarshal(raw, &cases))
+	cases := settingsFixtures(t)
 	refusedCEL, refusedHybrid, rendered := 0, 0, 0
 	for _, c := range cases {
 		if !c.Valid || c.SettingsText != "" {

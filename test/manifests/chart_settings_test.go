@@ -30,6 +30,16 @@ type settingsFixture struct {
 	Message      string `json:"message"`
 }
 
+// settingsFixtures reads testdata/settings.json.
+func settingsFixtures(t *testing.T) []settingsFixture {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "settings.json"))
+	require.NoError(t, err)
+	var cases []settingsFixture
+	require.NoError(t, json.Unmarshal(raw, &cases))
+	return cases
+}
+
 // chartSettingsExceptions are the fixtures whose settings the chart cannot
 // hand to the policy as written, and why that is no crash loop.
 var chartSettingsExceptions = map[string]string{
@@ -61,10 +71,7 @@ var chartSettingsExceptions = map[string]string{
 // fixture the policy accepts renders.
 func TestChart_settingsFixtures(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "settings.json"))
-	require.NoError(t, err)
-	var cases []settingsFixture
-	require.NoError(t, json.Unmarshal(raw, &cases))
+	cases := settingsFixtures(t)
 	require.Greater(t, len(cases), 50)
 	index := regexp.MustCompile(`\[\d+\]`)
 	sameWords := 0
@@ -117,10 +124,7 @@ func TestChart_settingsFixtures(t *testing.T) {
 // writer does not write back as they were.
 func TestChart_settingsReadBack(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "settings.json"))
-	require.NoError(t, err)
-	var cases []settingsFixture
-	require.NoError(t, json.Unmarshal(raw, &cases))
+	cases := settingsFixtures(t)
 	checked, special := 0, 0
 	for _, c := range cases {
 		if !c.Valid || c.SettingsText != "" || chartSettingsExceptions[c.Name] != "" {
