@@ -128,24 +128,21 @@ lint: ## staticcheck (2026.2.2) of the root, bench and release modules, and go m
 	@cd release && $(GO) mod tidy -diff || { echo "release/go.mod is not tidy: run go mod tidy in release/"; exit 1; }
 
 .PHONY: test
-test: policy vet lint ## The test suite (.ci/run then adds make e2e and QUICK=1 make bench): unit, fixture (native, wasm, CLI, webhook), second-host, manifest and fuzz-smoke tests
+test: policy vet lint ## What every change must pass (.ci/run adds check-embedded, make hostile and make e2e): unit, the fixture table on every executor (native, our host, wapc-go, wasmtime, CLI, webhook), manifests, monitoring, in-process CEL, yunikorn-core differential (short), a brief fuzz run
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory test-bench-tools
-	$(MAKE) --no-print-directory test-release
 	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory test-monitoring
 	$(MAKE) --no-print-directory test-kubewarden
 	$(MAKE) --no-print-directory test-cel
 	$(MAKE) --no-print-directory test-yunikorn
-	$(MAKE) --no-print-directory check-embedded
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: check
-check: policy vet ## The inner loop (about 2 minutes warm on 2 cores, no root, no race): vet, gofmt, staticcheck of the root module, the native policy tests, the fixture table on the built module, the CLI golden files, the generated files
+check: policy vet ## The inner loop (no root, no race, no byte-identical TinyGo: it tests the module make policy builds): vet, gofmt, staticcheck of the root module, the native policy tests, the fixture table on the built module, the CLI golden files
 	$(GO) run $(STATICCHECK) ./...
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -short ./policy/... ./host/conformance ./internal/... ./host
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile)$$' ./cmd/yunikorn-userinfo ./policy
-	$(MAKE) --no-print-directory check-embedded
 
 # Every generated file, refreshed by one target and checked by the other.
 # generate rewrites them from their sources; verify fails, naming the file,
@@ -236,11 +233,11 @@ test-cel: policy ## The in-apiserver mode (yunikorn-userinfo cel) run in k8s.io/
 	  { $(GO) mod tidy -diff || { echo "test/cel/go.mod is not tidy"; exit 1; }; } && \
 	  POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 ./...
 
-test-yunikorn: ## policy/queues against yunikorn-core v1.9.0 itself on a generated corpus of queue configurations and applications, queues.Validate against core's validate-conf, and audit --yunikorn against core's REST types (nested module test/yunikorn)
+test-yunikorn: ## policy/queues against yunikorn-core v1.9.0 itself on a generated corpus (200 configurations; LONG=1: the 2,000 of make lab) of queue configurations and applications, queues.Validate against core's validate-conf, and audit --yunikorn against core's REST types (nested module test/yunikorn)
 	cd test/yunikorn && export GONOSUMDB=github.com/apache/yunikorn-core,github.com/apache/yunikorn-scheduler-interface && \
 	  $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && \
 	  { $(GO) mod tidy -diff || { echo "test/yunikorn/go.mod is not tidy"; exit 1; }; } && \
-	  $(GO) test -count=1 -v -run 'TestDifferential|TestConfigValidationMatchesCore|TestCharged' ./... | grep -aE '^(---|ok|FAIL|PASS)|seed|disagreements|config [0-9]+:|core:|ours:' ; exit $${PIPESTATUS[0]}
+	  $(GO) test -count=1 -v $(if $(LONG),,-short) -run 'TestDifferential|TestConfigValidationMatchesCore|TestCharged' ./... | grep -aE '^(---|ok|FAIL|PASS)|seed|disagreements|config [0-9]+:|core:|ours:' ; exit $${PIPESTATUS[0]}
 
 .PHONY: bench-kubewarden
 bench-kubewarden: policy ## Cost per evaluation as policy-server runs it (fresh wasmtime instance) beside the pooled engine, per bench fixture
@@ -259,8 +256,9 @@ soak: build loadgen ## Soak at a fixed rate (RATE=1000, DURATION=10m): RSS and g
 	bash hack/soak.sh
 
 E2E_TIMEOUT ?= 30m
-# The older Kubernetes make e2e also runs on (E2E_KUBE_VERSION, a wrapper
-# module e2e/kube133), and the scenarios it runs there: injection, forged
+# The Kubernetes version matrix of make e2e-matrix (the change path, make
+# e2e, runs v1.37.1 only): the older version (E2E_KUBE_VERSION, a wrapper
+# module e2e/kube133) and the scenarios it runs there: injection, forged
 # and changed identities refused, every write path, both failure policies,
 # the validating twin, the watch caches' list and watch paths, the chart's
 # objects (RATIONALE.md, "Why a wrapper module per older Kubernetes version").
@@ -270,6 +268,8 @@ E2E_OLD_KUBE ?= 1.33
 E2E_MAP_BETA_KUBE ?= 1.35
 E2E_MAP_BETA_RUN ?= CEL
 E2E_OLD_KUBE_RUN ?= ^(TestUserPod|TestDeployment|TestCronJobScheduledJob|TestStatefulSetPods|TestRolloutRestart|TestForgedIdentityRefused|TestFrontEndOnBehalf|TestAnnotationChangeRefused|TestAnnotationAddRefused|TestServerSideApply|TestDryRunCreate|TestImpersonation|TestPodSubresources|TestWebhookDownFailsClosed|TestChartRegistrationGate|TestHostileLaterWebhook|TestHostCapabilities|TestWatchCacheListPaths|TestYuniKornApplicationOwnership|TestChartRenderingServed)$$
+E2E_ENV := CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY)
+E2E_TEST := $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16
 
 .PHONY: chart-render
 chart-render: ## Render the Helm chart (standalone, Kubewarden, cel and hybrid variants, default values) into build/chart with Helm's libraries, as make e2e installs it (the steady state, as helm upgrade renders it; install.yaml: a first install, with the registration gate; watch.yaml: the switch's watch step, watchOnly)
@@ -285,20 +285,33 @@ chart-render: ## Render the Helm chart (standalone, Kubewarden, cel and hybrid v
 	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 
 .PHONY: e2e
-e2e: build chart-render ## End-to-end tests: real etcd, kube-apiserver, kube-controller-manager v1.37.1 and the YuniKorn scheduler v1.9.0 on 127.0.0.1, then the core scenarios on v1.33.13 and the CEL scenarios on v1.35.4, about 10 minutes warm (the cluster binaries built once per version into ~/.cache/yunikorn-userinfo/e2e, about 4 minutes each cold on an idle 2-core VM)
+e2e: build chart-render ## End-to-end tests on one Kubernetes version: real etcd, kube-apiserver, kube-controller-manager v1.37.1, the YuniKorn scheduler and admission controller v1.9.0 and three operators on 127.0.0.1 (built once into ~/.cache/yunikorn-userinfo/e2e: about 25 minutes of 2 cores cold; the scenarios about 8 minutes warm)
 	@start=$$(date +%s); \
 	cd e2e && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./internal/... && \
-	(cd yunikorn && CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 ./...) && \
-	CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 ./scenarios && \
-	echo "e2e: the YuniKorn scenarios again, every controller acting as system:kube-controller-manager" && \
-	CGO_ENABLED=0 E2E_SHARED_CONTROLLER_CREDENTIALS=1 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '^TestYuniKorn' ./scenarios && \
-	echo "e2e: the core scenarios again, on Kubernetes $(E2E_OLD_KUBE)" && old=$$(date +%s) && \
-	CGO_ENABLED=0 E2E_KUBE_VERSION=$(E2E_OLD_KUBE) E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '$(E2E_OLD_KUBE_RUN)' ./scenarios && \
-	echo "e2e: Kubernetes $(E2E_OLD_KUBE) pass: $$(( $$(date +%s) - old ))s (its cluster binaries built once, cached after)" && \
-	echo "e2e: the in-apiserver (CEL) scenarios again, on Kubernetes $(E2E_MAP_BETA_KUBE) with MutatingAdmissionPolicy beta turned on" && beta=$$(date +%s) && \
-	CGO_ENABLED=0 E2E_KUBE_VERSION=$(E2E_MAP_BETA_KUBE) E2E_SERVE_BINARY=$(CURDIR)/$(BINARY) $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16 -run '$(E2E_MAP_BETA_RUN)' ./scenarios && \
-	echo "e2e: Kubernetes $(E2E_MAP_BETA_KUBE) pass: $$(( $$(date +%s) - beta ))s (its cluster binaries built once, cached after)"; \
-	rc=$$?; echo "make e2e: $$(( $$(date +%s) - start ))s (build, cluster and scenarios; see the timing summary above)"; exit $$rc
+	(cd yunikorn && $(E2E_ENV) $(GO) test -count=1 ./...) && \
+	$(E2E_ENV) $(E2E_TEST) ./scenarios; \
+	rc=$$?; echo "make e2e: $$(( $$(date +%s) - start ))s (build, cluster and scenarios)"; exit $$rc
+
+.PHONY: e2e-matrix
+e2e-matrix: build chart-render ## The rest of the real-cluster matrix (make lab): the YuniKorn scenarios with every controller as system:kube-controller-manager, the core scenarios on Kubernetes $(E2E_OLD_KUBE), the CEL scenarios on $(E2E_MAP_BETA_KUBE) with MutatingAdmissionPolicy beta, and the long k8shim/core ownership sequences
+	@start=$$(date +%s); cd e2e && \
+	echo "e2e-matrix: the ownership model against k8shim and core, long sequences" && \
+	(cd yunikorn && APPOWNER_SEQUENCES=30 APPOWNER_CORE_SEQUENCES=10 $(E2E_ENV) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./...) && \
+	echo "e2e-matrix: the YuniKorn scenarios again, every controller acting as system:kube-controller-manager" && \
+	E2E_SHARED_CONTROLLER_CREDENTIALS=1 $(E2E_ENV) $(E2E_TEST) -run '^TestYuniKorn' ./scenarios && \
+	echo "e2e-matrix: the core scenarios on Kubernetes $(E2E_OLD_KUBE)" && \
+	E2E_KUBE_VERSION=$(E2E_OLD_KUBE) $(E2E_ENV) $(E2E_TEST) -run '$(E2E_OLD_KUBE_RUN)' ./scenarios && \
+	echo "e2e-matrix: the in-apiserver (CEL) scenarios on Kubernetes $(E2E_MAP_BETA_KUBE), MutatingAdmissionPolicy beta" && \
+	E2E_KUBE_VERSION=$(E2E_MAP_BETA_KUBE) $(E2E_ENV) $(E2E_TEST) -run '$(E2E_MAP_BETA_RUN)' ./scenarios; \
+	rc=$$?; echo "make e2e-matrix: $$(( $$(date +%s) - start ))s"; exit $$rc
+
+.PHONY: lab
+lab: ## Nightly and release runs, apart from the change path: the release tests, the Kubernetes version matrix, the long differential and fuzz runs, and make bench (QUICK=1 for a smoke run)
+	$(MAKE) --no-print-directory test-release
+	$(MAKE) --no-print-directory LONG=1 test-yunikorn
+	$(MAKE) --no-print-directory FUZZTIME=$(or $(FUZZTIME),1000000x) fuzz
+	$(MAKE) --no-print-directory e2e-matrix
+	$(MAKE) --no-print-directory bench
 
 .PHONY: clean
 clean: ## Remove build outputs
