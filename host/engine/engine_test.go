@@ -514,7 +514,8 @@ func TestEngine_budget(t *testing.T) {
 
 // TestEngine_budget_allCPUsBusy fills every CPU the Go scheduler has with
 // looping guests: each must still be stopped at its deadline, which needs
-// the instrumented code to yield to the scheduler (Go cannot preempt it).
+// the instrumented code to yield to the scheduler (Go cannot preempt it),
+// and every stopped instance is replaced, none reused.
 func TestEngine_budget_allCPUsBusy(t *testing.T) {
 	t.Parallel()
 	n := runtime.GOMAXPROCS(0) + 1
@@ -531,4 +532,5 @@ func TestEngine_budget_allCPUsBusy(t *testing.T) {
 		require.ErrorIs(t, err, engine.ErrTimeout)
 		assert.Contains(t, err.Error(), "context deadline exceeded", "stopped by the deadline, not the budget")
 	}
+	assert.Equal(t, engine.Stats{Replacements: uint64(n)}, e.Stats())
 }

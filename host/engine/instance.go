@@ -134,8 +134,12 @@ func (i *instance) call(ctx context.Context, operation string, payload []byte) (
 		return nil, fmt.Errorf("invoke %q: %w", operation, classify(err))
 	}
 	// The call succeeded, but the deadline may have closed the module
-	// right after it: the answer is good, the instance is not.
-	if i.mod.IsClosed() {
+	// right after it: the answer is good, the instance is not. Under
+	// wazero's context checks (no budget), wazero's watcher may even have
+	// seen the ctx done before the call ended and close the module at any
+	// moment now, after it is back in the pool; a ctx still live here was
+	// live when the watcher stopped, so only a done one needs the retiring.
+	if i.mod.IsClosed() || (i.budget == nil && ctx.Err() != nil) {
 		i.dead = true
 	}
 	if api.DecodeU32(results[0]) == 1 {
