@@ -78,7 +78,7 @@ func (a *app) runAnnotate(ctx context.Context, module string, f *annotateFlags) 
 		return fmt.Errorf("invalid metadata %s:\n%w", f.metadataPath, err)
 	}
 
-	name, wasm, err := a.readModule(ctx, []string{module})
+	name, wasm, err := a.readModule([]string{module})
 	if err != nil {
 		return err
 	}

@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/admission"
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
-	"github.com/yunikorn-userinfo/userinfo/host/fetch"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
 	"github.com/yunikorn-userinfo/userinfo/host/webhook"
 )
@@ -76,13 +74,13 @@ type evalInputs struct {
 	request    *admission.Request
 }
 
-func (a *app) readEvalInputs(ctx context.Context, args []string, f *evalFlags) (*evalInputs, error) {
+func (a *app) readEvalInputs(args []string, f *evalFlags) (*evalInputs, error) {
 	if err := f.check(); err != nil {
 		return nil, err
 	}
 	in := &evalInputs{}
 	var err error
-	if in.moduleName, in.module, err = a.readModule(ctx, args); err != nil {
+	if in.moduleName, in.module, err = a.readModule(args); err != nil {
 		return nil, err
 	}
 	if in.settings, err = readSettings(f.settingsPath, f.settingsJSON); err != nil {
@@ -99,106 +97,30 @@ func (a *app) readEvalInputs(ctx context.Context, args []string, f *evalFlags) (
 }
 
 // readModule reads the MODULE argument: a local path (file:// optional),
-// https://HOST/PATH or registry://HOST/REPOSITORY[:TAG|@DIGEST], as kwctl
-// accepts them, or the embedded policy without one. Remote modules are
-// checked against their digest and kept in the module store.
-func (a *app) readModule(ctx context.Context, args []string) (string, []byte, error) {
-	verifying := a.global.verificationConfig != "" || len(a.global.verificationKeys) > 0
+// or the embedded policy without one. Modules in a registry or on a web
+// server are pulled and verified first with the user's own tools (kwctl
+// pull, oras pull, cosign verify), so this binary links no registry client.
+func (a *app) readModule(args []string) (string, []byte, error) {
 	if len(args) == 0 || args[0] == "" {
-		if verifying {
-			return "", nil, errors.New("signature verification applies to registry:// modules; name one (the embedded policy is part of this binary)")
-		}
 		return embeddedName, a.policy, nil
 	}
-	loc, err := fetch.ParseLocation(args[0])
+	path := args[0]
+	if scheme, rest, ok := strings.Cut(path, "://"); ok {
+		switch scheme {
+		case "file":
+			path = rest
+		case "registry", "https", "http":
+			return "", nil, fmt.Errorf("module %q: %s:// modules are not fetched here: pull it with "+
+				"`kwctl pull %s -o policy.wasm` (-k KEY to verify its signature) and pass policy.wasm", args[0], scheme, args[0])
+		default:
+			return "", nil, fmt.Errorf("module %q: unsupported scheme %q: want a local path (file:// optional)", args[0], scheme)
+		}
+	}
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("read module: %w", err)
 	}
-	if loc.Scheme == fetch.SchemeFile && !verifying {
-		data, err := os.ReadFile(loc.Path)
-		if err != nil {
-			return "", nil, fmt.Errorf("read module: %w", err)
-		}
-		return loc.Path, data, nil
-	}
-	f, err := a.fetcher()
-	if err != nil {
-		return "", nil, err
-	}
-	m, err := f.Fetch(ctx, args[0])
-	if err != nil {
-		return "", nil, err
-	}
-	name := args[0]
-	if m.Manifest != "" {
-		name += " (manifest " + m.Manifest.String() + ")"
-	}
-	return name, m.Wasm, nil
-}
-
-// fetcher builds the module fetcher from the global flags.
-func (a *app) fetcher() (*fetch.Fetcher, error) {
-	logger, err := a.logger()
-	if err != nil {
-		return nil, err
-	}
-	opts := fetch.Options{
-		StoreDir:        a.global.storeDir,
-		DockerConfigDir: a.global.dockerConfigDir,
-		Logger:          logger,
-	}
-	path := a.global.sourcesPath
-	if path == "" {
-		// Like kwctl, a sources file in the user's configuration directory
-		// applies without the flag.
-		if dir, err := os.UserConfigDir(); err == nil {
-			if candidate := filepath.Join(dir, "yunikorn-userinfo", "sources.yaml"); fileExists(candidate) {
-				path = candidate
-			}
-		}
-	}
-	if path != "" {
-		if opts.Sources, err = fetch.ReadSources(path); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Verification, err = a.verification(); err != nil {
-		return nil, err
-	}
-	return fetch.New(opts)
-}
-
-// verification builds the signature requirements from the global flags:
-// a config file, or keys (with annotations), not both.
-func (a *app) verification() (*fetch.Verification, error) {
-	g := a.global
-	switch {
-	case g.verificationConfig != "" && len(g.verificationKeys) > 0:
-		return nil, errors.New("--verification-config-path and --verification-key exclude each other: put the keys in the config")
-	case g.verificationConfig != "":
-		if len(g.verificationAnnotations) > 0 {
-			return nil, errors.New("--verification-annotation goes with --verification-key; a config file states annotations per signature")
-		}
-		return fetch.ReadVerification(g.verificationConfig)
-	case len(g.verificationKeys) > 0:
-		keys := map[string][]byte{}
-		for _, path := range g.verificationKeys {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return nil, fmt.Errorf("read --verification-key: %w", err)
-			}
-			keys["--verification-key "+path] = data
-		}
-		return fetch.KeysVerification(keys, g.verificationAnnotations)
-	case len(g.verificationAnnotations) > 0:
-		return nil, errors.New("--verification-annotation needs --verification-key")
-	}
-	return nil, nil
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+	return path, data, nil
 }
 
 func (a *app) readFileOrStdin(path string) ([]byte, error) {
@@ -236,7 +158,7 @@ func (a *app) openEval(ctx context.Context, args []string, f *evalFlags) (*evalS
 	if err != nil {
 		return nil, err
 	}
-	in, err := a.readEvalInputs(ctx, args, f)
+	in, err := a.readEvalInputs(args, f)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -29,18 +28,18 @@ section of MODULE (the embedded policy without one): as YAML by default, or
 with --output json as the raw section content, compact JSON as kwctl wrote it.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.runInspect(cmd.Context(), args, f)
+			return a.runInspect(args, f)
 		},
 	}
 	cmd.Flags().StringVarP(&f.output, "output", "o", "yaml", "output format: yaml or json")
 	return cmd
 }
 
-func (a *app) runInspect(ctx context.Context, args []string, f *inspectFlags) error {
+func (a *app) runInspect(args []string, f *inspectFlags) error {
 	if f.output != "yaml" && f.output != "json" {
 		return fmt.Errorf("invalid --output %q: want yaml or json", f.output)
 	}
-	name, wasm, err := a.readModule(ctx, args)
+	name, wasm, err := a.readModule(args)
 	if err != nil {
 		return err
 	}

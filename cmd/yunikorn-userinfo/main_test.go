@@ -100,9 +100,13 @@ func TestRun_argumentErrors(t *testing.T) {
 		{name: "unreadable module", args: []string{"run", "testdata/missing.wasm", "-r", requestPath},
 			want: "read module: open testdata/missing.wasm: no such file or directory"},
 		{name: "unsupported module scheme", args: []string{"run", "ftp://example.com/p.wasm", "-r", requestPath},
-			want: `module location "ftp://example.com/p.wasm": unsupported scheme "ftp": want a path, file://, https:// or registry://`},
-		{name: "registry reference without repository", args: []string{"run", "registry://127.0.0.1:5000", "-r", requestPath},
-			want: `module location "registry://127.0.0.1:5000": invalid reference: missing registry or repository: want HOST[:PORT]/REPOSITORY[:TAG|@DIGEST]`},
+			want: `module "ftp://example.com/p.wasm": unsupported scheme "ftp": want a local path (file:// optional)`},
+		{name: "registry module", args: []string{"run", "registry://127.0.0.1:5000/p:v1", "-r", requestPath},
+			want: "module \"registry://127.0.0.1:5000/p:v1\": registry:// modules are not fetched here: pull it with " +
+				"`kwctl pull registry://127.0.0.1:5000/p:v1 -o policy.wasm` (-k KEY to verify its signature) and pass policy.wasm"},
+		{name: "https module", args: []string{"inspect", "https://example.com/p.wasm"},
+			want: "module \"https://example.com/p.wasm\": https:// modules are not fetched here: pull it with " +
+				"`kwctl pull https://example.com/p.wasm -o policy.wasm` (-k KEY to verify its signature) and pass policy.wasm"},
 		{name: "module not wasm", args: []string{"run", notWasm, "-r", requestPath},
 			want: "load policy " + notWasm + ": compile module: ..."},
 		{name: "zero timeout", args: []string{"run", guestPath, "-r", requestPath, "--timeout", "0s"},

@@ -36,14 +36,6 @@ type globalFlags struct {
 	logFormat string
 	verbose   bool
 	cacheDir  string
-	// Module fetching (registry:// and https:// modules).
-	sourcesPath     string
-	dockerConfigDir string
-	storeDir        string
-	// Signature verification of registry modules.
-	verificationConfig      string
-	verificationKeys        []string
-	verificationAnnotations map[string]string
 }
 
 // app is the state one command line execution shares across commands.
@@ -63,9 +55,9 @@ MODULE argument, commands use the embedded yunikorn-user-info policy, which
 records the submitting user in the yunikorn.apache.org/user.info annotation.
 
 The run, bench, annotate and inspect commands behave like the kwctl commands
-of the same name. MODULE is a local file (file:// optional), https://HOST/PATH
-or registry://HOST/REPOSITORY[:TAG|@DIGEST]; push writes the artifact
-kwctl push writes.`,
+of the same name. MODULE is a local file (file:// optional). Pulling,
+verifying and pushing modules in a registry are jobs for kwctl (pull,
+verify, push), oras and cosign.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -82,21 +74,12 @@ kwctl push writes.`,
 	pf.StringVar(&a.global.logFormat, "log-format", "text", "log format on stderr: text or json")
 	pf.StringVar(&a.global.cacheDir, "cache-dir", "", "keep compiled modules in this directory (wazero compilation cache); default: compile every time")
 
-	pf.StringVar(&a.global.sourcesPath, "sources-path", "", "YAML file of insecure registries and private certificate authorities, in the shape of Kubewarden's sources.yaml (default: yunikorn-userinfo/sources.yaml in the user's configuration directory, if present)")
-	pf.StringVar(&a.global.dockerConfigDir, "docker-config-json-path", "", "directory of the config.json holding registry credentials (default: $DOCKER_CONFIG, else ~/.docker)")
-	pf.StringVar(&a.global.storeDir, "store-dir", "", "where registry:// and https:// modules are kept once fetched (default: yunikorn-userinfo/store in the user's cache directory)")
-
-	pf.StringVar(&a.global.verificationConfig, "verification-config-path", "", "verify registry:// modules against this verification config (Kubewarden's format, apiVersion v1, pubKey signatures)")
-	pf.StringArrayVarP(&a.global.verificationKeys, "verification-key", "k", nil, "verify registry:// modules: require a cosign signature by this PEM public key (repeatable; all are required)")
-	pf.StringToStringVarP(&a.global.verificationAnnotations, "verification-annotation", "a", nil, "with --verification-key: the signatures must carry this annotation (KEY=VALUE, repeatable)")
-
 	root.AddCommand(
 		newRunCommand(a),
 		newServeCommand(a),
 		newBenchCommand(a),
 		newAnnotateCommand(a),
 		newInspectCommand(a),
-		newPushCommand(a),
 		newVersionCommand(a),
 		newScaffoldCommand(a),
 		newMigrateCommand(a),

@@ -285,7 +285,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		return err
 	}
 	applyMemoryLimit(logger)
-	name, module, err := a.readModule(ctx, args)
+	name, module, err := a.readModule(args)
 	if err != nil {
 		return err
 	}
