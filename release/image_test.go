@@ -22,11 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,38 +47,26 @@ func imageLayout(t *testing.T) v1.ImageIndex {
 	return idx
 }
 
-func remoteOptions(t *testing.T) []remote.Option {
-	return []remote.Option{
-		remote.WithAuth(&authn.Basic{Username: pushUser, Password: pushPassword}),
-		remote.WithTransport(httpsClient().Transport),
-		remote.WithContext(t.Context()),
+func TestMain(m *testing.M) {
+	if os.Getenv(launcherEnv) != "" {
+		launch() // the image test's container launcher; never returns
 	}
+	os.Exit(m.Run())
 }
 
-// TestImage_pushPullAndRun pushes the image index to the registry, reads it
-// back, checks what each platform's image holds and says, then unpacks the
-// linux/amd64 root file system and runs it as its configuration says (the
-// entrypoint and command, as the configured user, no capabilities, no new
-// privileges, a read-only root), serving HTTPS: /readyz answers and one
-// review is answered correctly.
-func TestImage_pushPullAndRun(t *testing.T) {
+// TestImage_contentsAndRun reads the image index make image wrote, checks
+// what each platform's image holds and says, then unpacks the linux/amd64
+// root file system and runs it as its configuration says (the entrypoint
+// and command, as the configured user, no capabilities, no new privileges,
+// a read-only root), serving HTTPS: /readyz answers and one review is
+// answered correctly. Pushing it to a registry is oras's job (docs/INSTALL.md).
+func TestImage_contentsAndRun(t *testing.T) {
 	t.Parallel()
 	idx := imageLayout(t)
-	want, err := idx.Digest()
-	require.NoError(t, err)
-	ref, err := name.ParseReference(reg.Host + "/yunikorn-userinfo:test")
-	require.NoError(t, err)
-	require.NoError(t, remote.WriteIndex(ref, idx, remoteOptions(t)...))
-
-	pulled, err := remote.Index(ref, remoteOptions(t)...)
-	require.NoError(t, err)
-	got, err := pulled.Digest()
-	require.NoError(t, err)
-	assert.Equal(t, want, got, "the registry serves the index make image wrote")
-	mt, err := pulled.MediaType()
+	mt, err := idx.MediaType()
 	require.NoError(t, err)
 	assert.Equal(t, types.OCIImageIndex, mt)
-	man, err := pulled.IndexManifest()
+	man, err := idx.IndexManifest()
 	require.NoError(t, err)
 	for _, k := range []string{"source", "revision", "version", "created", "licenses"} {
 		assert.NotEmpty(t, man.Annotations["org.opencontainers.image."+k], k)
@@ -92,7 +77,7 @@ func TestImage_pushPullAndRun(t *testing.T) {
 	for _, d := range man.Manifests {
 		require.NotNil(t, d.Platform)
 		platforms = append(platforms, d.Platform.OS+"/"+d.Platform.Architecture)
-		img, err := pulled.Image(d.Digest)
+		img, err := idx.Image(d.Digest)
 		require.NoError(t, err)
 		cfg, err := img.ConfigFile()
 		require.NoError(t, err)

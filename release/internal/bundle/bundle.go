@@ -1,10 +1,9 @@
-// Package bundle assembles a release directory (make release) and
-// publishes it to a registry (make publish): the binaries, the policy
-// module and its OCI artifact manifest, the image as an OCI layout tarball,
-// a CycloneDX SBOM for each binary and for the policy, release.json with
-// every digest, and SHA256SUMS. Publishing pushes the image index and the
-// policy artifact, signs both with a cosign key, and attaches each SBOM to
-// the manifest it describes as an OCI referrer.
+// Package bundle assembles a release directory (make release): the
+// binaries, the annotated policy module, the image as an OCI layout
+// tarball, a CycloneDX SBOM for each binary and for the policy,
+// release.json with every digest, and SHA256SUMS. Publishing the files is
+// done with the registries' own tools (kwctl push, oras, cosign), as
+// docs/INSTALL.md shows.
 package bundle
 
 import (
@@ -27,7 +26,6 @@ import (
 	cdx "github.com/CycloneDX/cyclonedx-go"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/yunikorn-userinfo/userinfo/host/fetch"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/image"
 	"github.com/yunikorn-userinfo/userinfo/release/internal/sbom"
 )
@@ -67,11 +65,7 @@ type Release struct {
 		Platforms map[string]string `json:"platforms"`
 	} `json:"image"`
 	Binaries map[string]Artifact `json:"binaries"`
-	Policy   struct {
-		Artifact
-		Manifest       string `json:"manifest"`
-		ManifestDigest string `json:"manifestDigest"`
-	} `json:"policy"`
+	Policy   Artifact            `json:"policy"`
 }
 
 // Artifact is a file of the release and its SBOM.
@@ -123,14 +117,6 @@ func Assemble(ctx context.Context, opts Options) (*Release, error) {
 	if err != nil {
 		return nil, err
 	}
-	art, err := fetch.NewArtifact(wasm, false)
-	if err != nil {
-		return nil, fmt.Errorf("release: policy artifact: %w", err)
-	}
-	manifestName := policyName + ".manifest.json"
-	if err := os.WriteFile(filepath.Join(opts.Out, manifestName), art.Manifest, 0o644); err != nil {
-		return nil, fmt.Errorf("release: %w", err)
-	}
 	mods, err := sbom.PolicyModules(ctx, opts.ModuleDir, "./policy")
 	if err != nil {
 		return nil, err
@@ -145,9 +131,7 @@ func Assemble(ctx context.Context, opts Options) (*Release, error) {
 	if err := writeSBOM(filepath.Join(opts.Out, policyName+".cdx.json"), bom); err != nil {
 		return nil, err
 	}
-	rel.Policy.Artifact = Artifact{File: policyName, SHA256: sum(wasm), SBOM: policyName + ".cdx.json"}
-	rel.Policy.Manifest = manifestName
-	rel.Policy.ManifestDigest = art.ManifestDescriptor.Digest.String()
+	rel.Policy = Artifact{File: policyName, SHA256: sum(wasm), SBOM: policyName + ".cdx.json"}
 
 	imageName := fmt.Sprintf("yunikorn-userinfo_%s_image.oci.tar", opts.Version)
 	idx, platformDigests, err := readImage(opts.ImageLayout)
@@ -174,19 +158,6 @@ func Assemble(ctx context.Context, opts Options) (*Release, error) {
 		return nil, err
 	}
 	return rel, nil
-}
-
-// ReadRelease reads release.json of a release directory.
-func ReadRelease(dir string) (*Release, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, ReleaseJSON))
-	if err != nil {
-		return nil, fmt.Errorf("read the release: %w", err)
-	}
-	var rel Release
-	if err := json.Unmarshal(raw, &rel); err != nil {
-		return nil, fmt.Errorf("read the release: %w", err)
-	}
-	return &rel, nil
 }
 
 // readImage opens the image index of a layout and the digest of each
