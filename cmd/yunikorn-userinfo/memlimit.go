@@ -2,13 +2,10 @@ package main
 
 import (
 	"log/slog"
-	"math"
 	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
-
-	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
 )
 
 // cgroupMemoryMax is where cgroup v2 tells a container its memory limit.
@@ -23,30 +20,15 @@ const memoryLimitShare = 0.8
 // process runs under a cgroup memory limit and GOMEMLIMIT is not set.
 // Without one, the collector lets the heap grow to twice what is live
 // before it runs: four huge requests at once, each a few MiB of body and
-// tens of MiB of copies, then take the process past a 256 MiB container
-// limit, and the kernel kills it (failing closed, every admission fails).
-// With it, the collector runs earlier as the heap nears the limit.
-//
-// Either limit (GOMEMLIMIT's or this one) is then lowered by what the
-// watch caches hold outside the Go heap (kubecap.OffHeapBytes), which the
-// runtime does not count, so that the process as a whole stays where the
-// limit meant it to.
+// tens of MiB of copies, or a watch cache of 100,000 Pods, then take the
+// process past a 256 MiB container limit, and the kernel kills it
+// (failing closed, every admission fails). With it, the collector runs
+// earlier as the heap nears the limit.
 func applyMemoryLimit(logger *slog.Logger) {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		setFromCgroup(logger)
 	}
-	base := debug.SetMemoryLimit(-1)
-	if base == math.MaxInt64 {
-		return // no limit
-	}
-	kubecap.OnOffHeapChange(func(offHeap int64) { debug.SetMemoryLimit(goMemoryLimit(base, offHeap)) })
 }
-
-// goMemoryLimit is the Go runtime's share of limit when the watch caches
-// hold offHeap bytes outside its heap: the rest, but never under a
-// quarter of limit (a collection at every allocation would stall reviews
-// long before the container is killed).
-func goMemoryLimit(limit, offHeap int64) int64 { return max(limit-offHeap, limit/4) }
 
 func setFromCgroup(logger *slog.Logger) {
 	raw, err := os.ReadFile(cgroupMemoryMax)

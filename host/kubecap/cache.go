@@ -2,7 +2,6 @@ package kubecap
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -173,16 +170,13 @@ func MergeCacheSpecs(base, over []CacheSpec) []CacheSpec {
 type cachedObject struct {
 	namespace, name string
 	raw             []byte
-	// stored marks an object the first list already wrote into the store
-	// (it carries no JSON): the queue's Replace still needs its key.
-	stored bool
-	// entries are what the store's indexes get from the whole object
+	// entries are what the kind's indexes get from the whole object
 	// (indexed: they were computed).
 	entries []heldEntry
 	indexed bool
 }
 
-// The store's key function and namespace index read these.
+// The informer's key function reads these.
 func (o *cachedObject) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name}
 }
@@ -242,132 +236,14 @@ func newKeeper(r Resource, fields []string) *keeper {
 }
 
 // transform is the informer's TransformFunc: an unstructured object
-// becomes a cachedObject; anything else (a cachedObject from a relist,
-// a tombstone) passes unchanged, so it may run twice.
+// becomes a cachedObject; anything else (a cachedObject from a paged
+// list, a tombstone) passes unchanged, so it may run twice.
 func (k *keeper) transform(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil
 	}
-	if token, ok := u.Object[storedKey].(string); ok && token == storedToken {
-		return &cachedObject{namespace: u.GetNamespace(), name: u.GetName(), stored: true}, nil
-	}
 	return k.compact(u.Object)
-}
-
-// storedKey is the member of a streamed first list's watch event that
-// marks it as stored: the reflector checks that watch events are
-// Unstructured, so the marker travels as one, its key and
-// resourceVersion only. The value is a random token of this process, so
-// no object from the API server can pose as a marker.
-const storedKey = "\x00stored"
-
-var storedToken = rand.Text()
-
-// storedEvent is an Added (or Modified) event of a streamed first list
-// whose object went into the store.
-func storedEvent(e watch.Event, o *cachedObject, resourceVersion string) watch.Event {
-	meta := map[string]any{"name": o.name}
-	if o.namespace != "" {
-		meta["namespace"] = o.namespace
-	}
-	if resourceVersion != "" {
-		meta["resourceVersion"] = resourceVersion
-	}
-	e.Object = &unstructured.Unstructured{Object: map[string]any{"metadata": meta, storedKey: storedToken}}
-	return e
-}
-
-// firstListWatch passes a watch through, writing the initial events of a
-// streamed list (up to the bookmark that ends them) straight into store
-// and handing on stored markers instead; after the bookmark, events pass
-// unchanged. Ended before that bookmark, it empties the store before the
-// reflector can see the end (and retry), so that a retry starts clean.
-type firstListWatch struct {
-	in    watch.Interface
-	out   chan watch.Event
-	stop  chan struct{}
-	done  chan struct{}
-	once  sync.Once
-	k     *keeper
-	store *objectStore
-	ended func() // the initial events are all in store
-}
-
-func newFirstListWatch(in watch.Interface, k *keeper, store *objectStore, ended func()) *firstListWatch {
-	w := &firstListWatch{in: in, out: make(chan watch.Event), stop: make(chan struct{}), done: make(chan struct{}),
-		k: k, store: store, ended: ended}
-	go w.run()
-	return w
-}
-
-func (w *firstListWatch) run() {
-	defer close(w.done)
-	defer close(w.out)
-	initial := true
-	defer func() {
-		if initial {
-			_ = w.store.Replace(nil, "")
-		}
-	}()
-	for {
-		var e watch.Event
-		var ok bool
-		select {
-		case e, ok = <-w.in.ResultChan():
-			if !ok {
-				return
-			}
-		case <-w.stop:
-			return
-		}
-		if initial {
-			e = w.initialEvent(e)
-			if e.Type == watch.Bookmark {
-				if u, ok := e.Object.(*unstructured.Unstructured); ok && u.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
-					initial = false
-					w.ended()
-				}
-			}
-		}
-		select {
-		case w.out <- e:
-		case <-w.stop:
-			return
-		}
-	}
-}
-
-// initialEvent writes an initial event's object into the store.
-func (w *firstListWatch) initialEvent(e watch.Event) watch.Event {
-	u, ok := e.Object.(*unstructured.Unstructured)
-	if !ok {
-		return e
-	}
-	switch e.Type {
-	case watch.Added, watch.Modified:
-		rv := u.GetResourceVersion()
-		o, err := w.k.compact(u.Object)
-		if err != nil {
-			return watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Message: err.Error()}}
-		}
-		w.store.put(o)
-		return storedEvent(e, o, rv)
-	case watch.Deleted:
-		w.store.remove(u.GetNamespace(), u.GetName(), nil)
-	}
-	return e
-}
-
-func (w *firstListWatch) ResultChan() <-chan watch.Event { return w.out }
-
-// Stop ends the watch and returns once the store is as it will stay.
-func (w *firstListWatch) Stop() {
-	w.once.Do(func() {
-		close(w.stop)
-		w.in.Stop()
-	})
-	<-w.done
 }
 
 // compact prunes obj (in place) and keeps its JSON.
@@ -504,20 +380,12 @@ func (r rawFields) Get(path string) string {
 }
 
 // pagedListWatch lists in pages of listPage objects, compacting each page
-// before the next, and watches; the watch events are compacted by the
-// informer's transform. Where the client supports it, the informer
-// streams the initial list as watch events instead (WatchListClient), and
-// the same transform compacts each one as it arrives.
-//
-// The first list writes each object straight into store and hands the
-// informer only its key (a stored marker), so that a first sync of
-// 100,000 Pods never holds their kept JSON on the Go heap and in the store
-// at once. Only the first: nothing is queued before it, whereas a relist
-// may overtake events still queued, which must then be applied in order
-// through the queue. A first list that fails leaves the store empty.
-func pagedListWatch(ri dynamic.ResourceInterface, k *keeper, store *objectStore) *cache.ListWatch {
-	var first atomic.Bool
-	first.Store(true)
+// before the next, so that a list of 100,000 Pods never exists as
+// unstructured maps at once, and watches. Where the client supports it,
+// the informer streams its first list as watch events instead
+// (client-go's WatchListClient), and its transform compacts each one as
+// it arrives.
+func pagedListWatch(ri dynamic.ResourceInterface, k *keeper) *cache.ListWatch {
 	list := func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		// "0" would be served whole from the API server's watch cache,
 		// ignoring the page size.
@@ -525,55 +393,30 @@ func pagedListWatch(ri dynamic.ResourceInterface, k *keeper, store *objectStore)
 			opts.ResourceVersion = ""
 		}
 		opts.Limit = listPage
-		direct := first.Load()
 		out := &cachedList{}
-		fail := func(err error) (runtime.Object, error) {
-			if direct {
-				_ = store.Replace(nil, "")
-			}
-			return nil, err
-		}
 		for {
 			page, err := ri.List(ctx, opts)
 			if err != nil {
-				return fail(err)
+				return nil, err
 			}
 			for i := range page.Items {
 				o, err := k.compact(page.Items[i].Object)
 				if err != nil {
-					return fail(err)
-				}
-				if direct {
-					store.put(o)
-					o = &cachedObject{namespace: o.namespace, name: o.name, stored: true}
+					return nil, err
 				}
 				out.Items = append(out.Items, o)
 			}
 			out.ResourceVersion = page.GetResourceVersion()
 			if page.GetContinue() == "" {
-				first.Store(false)
 				return out, nil
 			}
 			opts.Continue, opts.ResourceVersion = page.GetContinue(), ""
 		}
 	}
 	watchFn := func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		if opts.SendInitialEvents == nil || !*opts.SendInitialEvents || !first.Load() {
-			// Events may be queued from here on: later lists and
-			// streamed lists go through the queue.
-			first.Store(false)
-			return ri.Watch(ctx, opts)
-		}
-		w, err := ri.Watch(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		return newFirstListWatch(w, k, store, func() { first.Store(false) }), nil
+		return ri.Watch(ctx, opts)
 	}
-	return &cache.ListWatch{
-		ListWithContextFunc:  list,
-		WatchFuncWithContext: watchFn,
-	}
+	return &cache.ListWatch{ListWithContextFunc: list, WatchFuncWithContext: watchFn}
 }
 
 // listPage is the page size of a list.

@@ -19,10 +19,10 @@ var cachedPods = flag.Int("cachedpods", 20000, "BenchmarkCachedPodMemory: the Po
 // about 5 KiB of JSON (managedFields in), 10 Pods per application in
 // 1,000 namespaces (-cachedpods of them): as unstructured objects in
 // client-go's indexer (what the informers kept first), and as the
-// declared fields' JSON in objectStore (what they keep now, on the Go heap
-// and off it; heap-B/pod is the Go heap's part, kept-B/pod the JSON
-// alone). It also lists by an indexed label over all
-// namespaces, and in one namespace with a !key selector.
+// declared fields' JSON in the same indexer with the watch cache's
+// indexes (what they keep now; kept-B/pod is the JSON alone). It also
+// lists by an indexed label over all namespaces, and in one namespace
+// with a !key selector.
 func BenchmarkCachedPodMemory(b *testing.B) {
 	pods := *cachedPods
 	spec := podSpec
@@ -55,8 +55,9 @@ func BenchmarkCachedPodMemory(b *testing.B) {
 	})
 	b.Run("declared-fields", func(b *testing.B) {
 		for b.Loop() {
-			before, offBefore := heap(), OffHeapBytes()
-			store := newObjectStore(newLabelIndex(spec.LabelIndex))
+			before := heap()
+			store := newWatchCache(newLabelIndex(spec.LabelIndex), nil, nil)
+			store.indexer = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, store.indexers())
 			keep := newKeeper(podResource, spec.Fields)
 			kept := 0
 			for i := range pods {
@@ -65,20 +66,18 @@ func BenchmarkCachedPodMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 				kept += len(obj.(*cachedObject).raw)
-				if err := store.Add(obj); err != nil {
+				if err := store.indexer.Add(obj); err != nil {
 					b.Fatal(err)
 				}
 			}
-			onHeap, offHeap := float64(heap()-before), float64(OffHeapBytes()-offBefore)
-			b.ReportMetric((onHeap+offHeap)/float64(pods), "B/pod")
-			b.ReportMetric(onHeap/float64(pods), "heap-B/pod")
+			b.ReportMetric(float64(heap()-before)/float64(pods), "B/pod")
 			b.ReportMetric(float64(kept)/float64(pods), "kept-B/pod")
 			sel := labels.SelectorFromSet(labels.Set{"applicationId": "app-77"})
 			items, err := store.list("", sel, fields.Everything())
 			if err != nil || len(items) != 10 {
 				b.Fatalf("%d Pods of one application (%v)", len(items), err)
 			}
-			if n := store.candidateCount("", sel); n != 10 {
+			if n := len(store.candidates("", sel)); n != 10 {
 				b.Fatalf("%d candidates for one application", n)
 			}
 			notKey, _ := labels.Parse("!spark-app-selector")
@@ -87,7 +86,6 @@ func BenchmarkCachedPodMemory(b *testing.B) {
 				b.Fatalf("%d Pods in one namespace (%v)", len(items), err)
 			}
 			runtime.KeepAlive(store)
-			store.close()
 		}
 	})
 }

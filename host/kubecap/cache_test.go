@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
@@ -187,7 +186,7 @@ func TestCluster_labelIndexAnswersLikeScan(t *testing.T) {
 			_, err := c.List(t.Context(), podResource, "", labels.Everything(), fields.Everything())
 			require.NoError(t, err)
 			s := c.scopes[scopeKey{podResource, ""}]
-			read := s.store.candidateCount("", labels.SelectorFromSet(labels.Set{"applicationId": "a"}))
+			read := len(s.store.candidates("", labels.SelectorFromSet(labels.Set{"applicationId": "a"})))
 			if variant.index == nil {
 				assert.Equal(t, len(full), read, "no index: a scan")
 			} else {
@@ -428,12 +427,9 @@ func TestParseCacheSpecs(t *testing.T) {
 		{APIVersion: "v1", Kind: "ConfigMap"}}, merged)
 }
 
-// TestPagedListWatch_firstListStreamsIntoTheStore: the first list writes
-// each object into the store as its page arrives and hands the informer
-// keys only; a first list that fails part way leaves the store empty; once
-// a watch has started, a relist hands over whole objects, which the queue
-// applies in order.
-func TestPagedListWatch_firstListStreamsIntoTheStore(t *testing.T) {
+// TestPagedListWatch_compactsEachPage: a list is read in pages, each
+// object pruned as its page arrives, and a page that fails fails the list.
+func TestPagedListWatch_compactsEachPage(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		{Version: "v1", Resource: "pods"}: "PodList"})
 	pods := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"})
@@ -459,110 +455,17 @@ func TestPagedListWatch_firstListStreamsIntoTheStore(t *testing.T) {
 			return true, page("", "p-2"), nil
 		}
 	})
-	store := newObjectStore(newLabelIndex(podSpec.LabelIndex))
-	t.Cleanup(store.close)
-	lw := pagedListWatch(pods, newKeeper(podResource, podFields), store)
-
-	_, err := lw.ListWithContext(t.Context(), metav1.ListOptions{})
+	lw := pagedListWatch(pods, newKeeper(podResource, podFields))
+	_, err := lw.ListWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
 	require.ErrorContains(t, err, "connection reset")
-	assert.Zero(t, store.size(), "a failed first list leaves nothing behind")
 
-	got, err := lw.ListWithContext(t.Context(), metav1.ListOptions{})
+	got, err := lw.ListWithContext(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
 	require.NoError(t, err)
 	items := got.(*cachedList).Items
 	require.Len(t, items, 3)
 	for _, it := range items {
 		o := it.(*cachedObject)
-		assert.True(t, o.stored, o.name)
-		assert.Nil(t, o.raw, "the informer gets the key only")
+		assert.Contains(t, string(o.raw), `"applicationId":"a"`)
+		assert.NotContains(t, string(o.raw), "managedFields", "pruned to the declaration")
 	}
-	assert.Equal(t, 3, store.size())
-	raw, found, err := store.get("ns", "p-2")
-	require.NoError(t, err)
-	require.True(t, found)
-	assert.Contains(t, string(raw), `"applicationId":"a"`)
-	assert.NotContains(t, string(raw), "managedFields", "pruned to the declaration")
-	require.NoError(t, store.Update(items[0]), "the queue's Replace of a stored marker")
-	assert.Equal(t, 3, store.size())
-
-	w, err := lw.WatchFuncWithContext(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err)
-	w.Stop()
-	got, err = lw.ListWithContext(t.Context(), metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, it := range got.(*cachedList).Items {
-		o := it.(*cachedObject)
-		assert.False(t, o.stored, "a relist goes through the queue")
-		assert.NotEmpty(t, o.raw)
-	}
-}
-
-// TestFirstListWatch_streamsInitialEventsIntoTheStore: the initial events
-// of a streamed first list go into the store as they arrive, the
-// reflector getting markers that the transform turns into stored keys;
-// after the bookmark that ends them, events pass unchanged; a stream that
-// ends before that bookmark leaves the store empty; an object from the API
-// server cannot pose as a marker.
-func TestFirstListWatch_streamsInitialEventsIntoTheStore(t *testing.T) {
-	k := newKeeper(podResource, podFields)
-	pod := func(name string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: bigPod("ns", name, map[string]any{"applicationId": "a"}, 256)}
-	}
-	bookmark := &unstructured.Unstructured{}
-	bookmark.SetResourceVersion("20")
-	bookmark.SetAnnotations(map[string]string{metav1.InitialEventsAnnotationKey: "true"})
-
-	store := newObjectStore(newLabelIndex(podSpec.LabelIndex))
-	t.Cleanup(store.close)
-	in := watch.NewFakeWithChanSize(10, false)
-	var ended atomic.Bool
-	w := newFirstListWatch(in, k, store, func() { ended.Store(true) })
-	in.Add(pod("p-0"))
-	in.Add(pod("p-1"))
-	in.Delete(pod("p-1"))
-	in.Action(watch.Bookmark, bookmark)
-	in.Add(pod("late"))
-	var got []watch.Event
-	for range 5 {
-		got = append(got, <-w.ResultChan())
-	}
-	w.Stop()
-	for _, e := range got[:2] {
-		u := e.Object.(*unstructured.Unstructured)
-		assert.Len(t, u.Object, 2, "a marker carries its key and resourceVersion only")
-		o, err := k.transform(u)
-		require.NoError(t, err)
-		assert.True(t, o.(*cachedObject).stored)
-		assert.Equal(t, "7", u.GetResourceVersion())
-	}
-	assert.Equal(t, watch.Deleted, got[2].Type)
-	assert.Equal(t, watch.Bookmark, got[3].Type)
-	assert.True(t, ended.Load())
-	late, err := k.transform(got[4].Object)
-	require.NoError(t, err)
-	assert.False(t, late.(*cachedObject).stored, "after the bookmark, events go through the queue")
-	assert.Equal(t, 1, store.size(), "p-0 stored, p-1 deleted, late not written directly")
-	raw, found, err := store.get("ns", "p-0")
-	require.NoError(t, err)
-	require.True(t, found)
-	assert.NotContains(t, string(raw), "managedFields")
-
-	// Ended before the bookmark: nothing left behind.
-	store2 := newObjectStore(newLabelIndex(podSpec.LabelIndex))
-	t.Cleanup(store2.close)
-	in2 := watch.NewFakeWithChanSize(10, false)
-	w2 := newFirstListWatch(in2, k, store2, func() { t.Error("no bookmark was sent") })
-	in2.Add(pod("p-0"))
-	<-w2.ResultChan()
-	in2.Stop()
-	_, open := <-w2.ResultChan()
-	assert.False(t, open)
-	assert.Zero(t, store2.size())
-
-	// A forged marker (another token) is compacted as any object.
-	forged := pod("forged")
-	forged.Object[storedKey] = "guess"
-	o, err := k.transform(forged)
-	require.NoError(t, err)
-	assert.False(t, o.(*cachedObject).stored)
 }

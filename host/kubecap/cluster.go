@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -110,7 +109,7 @@ type scopeKey struct {
 // is nil. A scope that has not synced within SyncTimeout holds that error,
 // so that admissions fail fast instead of each waiting, until it syncs.
 type scope struct {
-	store  *objectStore
+	store  *watchCache
 	synced chan struct{}
 	err    error
 }
@@ -339,13 +338,24 @@ func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 	if ns != "" {
 		ri = c.dynamic.Resource(k.gvr).Namespace(ns)
 	}
-	store := newObjectStore(newLabelIndex(spec.LabelIndex))
+	var indexes []IndexSpec
 	if ix := c.indexes[r]; ns == "" && len(ix) > 0 {
 		// Only the watch over all namespaces keeps the indexes.
+		indexes = ix
 		keep.indexes, keep.now = ix, c.opts.Clock.Now
-		store = newIndexedStore(newLabelIndex(spec.LabelIndex), ix, c.opts.Clock.Now)
 	}
-	inf, direct := scopeInformer(ri, c.dynamic, keep, store, r.String()+inNamespace(ns))
+	store := newWatchCache(newLabelIndex(spec.LabelIndex), indexes, c.opts.Clock.Now)
+	// client-go's informer: each object is pruned by the transform before
+	// it is queued (as each streamed event arrives, or page by page for a
+	// list: pagedListWatch), and only the pruned object stays.
+	indexer, inf := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(pagedListWatch(ri, keep), c.dynamic),
+		ObjectType:    &unstructured.Unstructured{},
+		Handler:       store.handler(),
+		Indexers:      store.indexers(),
+		Transform:     keep.transform,
+	})
+	store.indexer = indexer.(cache.Indexer)
 	s := &scope{store: store, synced: make(chan struct{})}
 	go inf.RunWithContext(ctx)
 	began := time.Now()
@@ -373,51 +383,9 @@ func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 			close(s.synced)
 		}
 		c.opts.Logger.Info("watching for the policy", "resource", r.String(), "namespace", ns,
-			"objects", store.size(), "first_sync_direct", direct.Load(), "sync_ms", time.Since(began).Milliseconds())
+			"objects", store.size(), "sync_ms", time.Since(began).Milliseconds())
 	}()
 	return s
-}
-
-// scopeInformer builds the informer of one scope from client-go's parts,
-// with store instead of client-go's indexer: each object is pruned
-// (transform) as the queue takes it, and only its kept JSON, packed, stays.
-// client is what the reflector asks whether watch-list is supported. The
-// counter says how many objects the first sync wrote straight into store
-// (a stored marker reached Process): TestClientGoCanary holds client-go to
-// the paths that depend on it.
-func scopeInformer(ri dynamic.ResourceInterface, client any, keep *keeper, store *objectStore, desc string) (cache.Controller, *atomic.Int64) {
-	direct := new(atomic.Int64)
-	queue := cache.NewRealFIFOWithOptions(cache.RealFIFOOptions{
-		KeyFunction: storeKey, KnownObjects: store, Transformer: keep.transform})
-	inf := cache.New(&cache.Config{
-		Queue:             queue,
-		ListerWatcher:     cache.ToListWatcherWithWatchListSemantics(pagedListWatch(ri, keep, store), client),
-		ObjectType:        &unstructured.Unstructured{},
-		ObjectDescription: desc,
-		Process: func(obj any, _ bool) error {
-			deltas, ok := obj.(cache.Deltas)
-			if !ok {
-				return fmt.Errorf("watch %s: the queue gave a %T, not deltas", desc, obj)
-			}
-			for _, d := range deltas {
-				var err error
-				switch d.Type {
-				case cache.Deleted:
-					err = store.Delete(d.Object)
-				default: // Added, Updated, Replaced, Sync
-					if o, ok := d.Object.(*cachedObject); ok && o.stored {
-						direct.Add(1)
-					}
-					err = store.Update(d.Object)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	})
-	return inf, direct
 }
 
 // Warm starts the watches of rs over all namespaces and waits until each

@@ -47,25 +47,50 @@ func indexPod(ns, name, app, user, until string) map[string]any {
 	return map[string]any{"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": map[string]any{"big": "dropped"}}
 }
 
-// testStore is an indexed store of Pods, pruned to metadata.name and
-// namespace (what the index reads is dropped), on a fake clock.
-func testStore(t *testing.T, linger time.Duration) (*objectStore, *keeper, *clocktesting.FakePassiveClock) {
+// testStore is an indexed watch cache of Pods, pruned to metadata.name
+// and namespace (what the index reads is dropped), on a fake clock;
+// changes reach it as client-go's informer applies them (processDeltas:
+// the indexer first, then the handler).
+func testStore(t *testing.T, linger time.Duration) (*watchCache, *keeper, *clocktesting.FakePassiveClock) {
 	t.Helper()
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	specs := []IndexSpec{ownerIndex(linger)}
 	k := newKeeper(Resource{"v1", "Pod"}, []string{"metadata.name", "metadata.namespace"})
 	k.indexes, k.now = specs, clk.Now
-	return newIndexedStore(nil, specs, clk.Now), k, clk
+	s := newWatchCache(nil, specs, clk.Now)
+	s.indexer = cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, s.indexers())
+	return s, k, clk
 }
 
-func putPod(t *testing.T, s *objectStore, k *keeper, obj map[string]any) {
+// update is an Added, Updated or Replaced delta.
+func update(t *testing.T, s *watchCache, o *cachedObject) {
+	t.Helper()
+	old, exists, err := s.indexer.Get(o)
+	require.NoError(t, err)
+	if exists {
+		require.NoError(t, s.indexer.Update(o))
+		s.handler().OnUpdate(old, o)
+		return
+	}
+	require.NoError(t, s.indexer.Add(o))
+	s.handler().OnAdd(o, false)
+}
+
+// remove is a Deleted delta (obj: the final state, or a tombstone).
+func remove(t *testing.T, s *watchCache, obj any) {
+	t.Helper()
+	require.NoError(t, s.indexer.Delete(obj))
+	s.handler().OnDelete(obj)
+}
+
+func putPod(t *testing.T, s *watchCache, k *keeper, obj map[string]any) {
 	t.Helper()
 	o, err := k.compact(obj)
 	require.NoError(t, err)
-	require.NoError(t, s.Update(o))
+	update(t, s, o)
 }
 
-func values(t *testing.T, s *objectStore, key, except string, limit int, exclude *ObjectRef) IndexAnswer {
+func values(t *testing.T, s *watchCache, key, except string, limit int, exclude *ObjectRef) IndexAnswer {
 	t.Helper()
 	ans, err := s.indexValues(IndexQuery{Index: "owners", Key: key, Except: except, Limit: limit, Exclude: exclude})
 	require.NoError(t, err)
@@ -97,7 +122,7 @@ func TestIndex_valuesFollowUpdates(t *testing.T) {
 	assert.Equal(t, IndexAnswer{Values: []string{"bob"}}, values(t, s, "report", "", 4, nil))
 	putPod(t, s, k, indexPod("c", "p4", "", "carol", "")) // no entry any more
 	assert.Equal(t, IndexAnswer{Values: []string{}}, values(t, s, "etl", "alice", 4, nil))
-	assert.Equal(t, 2, s.indexes.size())
+	assert.Equal(t, 2, s.indexes.x.size())
 
 	_, err = s.indexValues(IndexQuery{Index: "nope", Key: "etl", Limit: 1})
 	assert.ErrorIs(t, err, ErrNoIndex)
@@ -127,8 +152,8 @@ func TestIndex_expiryAndLinger(t *testing.T) {
 	assert.Equal(t, []string{"alice"}, values(t, s, "etl", "", 4, nil).Values)
 	assert.Empty(t, values(t, s, "old", "", 4, nil).Values, "an entry already ended never counts")
 
-	require.NoError(t, s.Delete(&cachedObject{namespace: "a", name: "running"}))
-	require.NoError(t, s.Delete(cache.DeletedFinalStateUnknown{Key: "a/done"}))
+	remove(t, s, &cachedObject{namespace: "a", name: "running"})
+	remove(t, s, cache.DeletedFinalStateUnknown{Key: "a/done"})
 	_, found, _ := s.get("a", "running")
 	assert.False(t, found)
 	putPod(t, s, k, indexPod("a", "running", "other", "dave", "")) // a namesake
@@ -143,7 +168,7 @@ func TestIndex_expiryAndLinger(t *testing.T) {
 	clk.SetTime(t0.Add(30 * time.Second))
 	assert.Empty(t, values(t, s, "report", "", 4, nil).Values, "gone once the linger is over")
 	assert.Equal(t, []string{"dave"}, values(t, s, "other", "", 4, nil).Values)
-	assert.Empty(t, s.indexes.expires, "nothing left to expire")
+	assert.Empty(t, s.indexes.x.expires, "nothing left to expire")
 }
 
 // The final state of a deleted object is what lingers: a watch's Deleted
@@ -153,21 +178,25 @@ func TestIndex_lingersFinalState(t *testing.T) {
 	putPod(t, s, k, indexPod("a", "p", "etl", "alice", ""))
 	final, err := k.compact(indexPod("a", "p", "report", "alice", ""))
 	require.NoError(t, err)
-	require.NoError(t, s.Delete(final))
+	remove(t, s, final)
 	assert.Empty(t, values(t, s, "etl", "", 4, nil).Values)
 	assert.Equal(t, []string{"alice"}, values(t, s, "report", "", 4, nil).Values)
 }
 
-// Without a linger, a deleted object's entries go at once. A Replace (a
-// relist) counts each listed object from its listed state and lingers
-// those it no longer has.
+// Without a linger, a deleted object's entries go at once. A relist
+// counts each listed object from its listed state (a Replaced delta) and
+// lingers those it no longer has (a tombstone with their last state).
 func TestIndex_replace(t *testing.T) {
 	s, k, clk := testStore(t, time.Minute)
 	putPod(t, s, k, indexPod("a", "kept", "etl", "alice", ""))
 	putPod(t, s, k, indexPod("a", "gone", "report", "bob", ""))
 	kept, err := k.compact(indexPod("a", "kept", "etl", "carol", ""))
 	require.NoError(t, err)
-	require.NoError(t, s.Replace([]any{kept}, ""))
+	update(t, s, kept)
+	gone, found, err := s.indexer.GetByKey("a/gone")
+	require.NoError(t, err)
+	require.True(t, found)
+	remove(t, s, cache.DeletedFinalStateUnknown{Key: "a/gone", Obj: gone})
 	assert.Equal(t, []string{"carol"}, values(t, s, "etl", "", 4, nil).Values)
 	assert.Equal(t, []string{"bob"}, values(t, s, "report", "", 4, nil).Values, "deleted while the watch was down: lingers")
 	clk.SetTime(clk.Now().Add(time.Minute))
@@ -175,7 +204,7 @@ func TestIndex_replace(t *testing.T) {
 
 	s0, k0, _ := testStore(t, 0)
 	putPod(t, s0, k0, indexPod("a", "p", "etl", "alice", ""))
-	require.NoError(t, s0.Delete(&cachedObject{namespace: "a", name: "p"}))
+	remove(t, s0, &cachedObject{namespace: "a", name: "p"})
 	assert.Empty(t, values(t, s0, "etl", "", 4, nil).Values)
 }
 

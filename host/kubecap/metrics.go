@@ -12,7 +12,6 @@ import (
 type Metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
-	offHeap  prometheus.GaugeFunc
 }
 
 // NewMetrics creates the metrics; register Collectors where the host
@@ -28,16 +27,12 @@ func NewMetrics(prefix string) *Metrics {
 			Help:    "Time to answer a Kubernetes host capability call, by operation.",
 			Buckets: []float64{0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2},
 		}, []string{"operation"}),
-		offHeap: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: prefix + "cache_offheap_bytes",
-			Help: "Memory the watch caches hold outside the Go heap (the kept JSON of the objects): part of the process's memory that go_memstats_* do not count.",
-		}, func() float64 { return float64(OffHeapBytes()) }),
 	}
 }
 
 // Collectors are the metrics to register.
 func (m *Metrics) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.calls, m.duration, m.offHeap}
+	return []prometheus.Collector{m.calls, m.duration}
 }
 
 // Observe is an Options.Observe.
