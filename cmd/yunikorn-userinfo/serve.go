@@ -159,7 +159,7 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.Uint32Var(&f.memoryLimitMiB, "memory-limit", defaultMemoryLimitMiB, "memory limit of each policy instance, in MiB")
 	fs.Int64Var(&f.maxRequestBytes, "max-request-bytes", webhook.DefaultMaxRequestBytes, "largest accepted request body, in bytes")
 	fs.IntVar(&f.maxDepth, "max-json-depth", webhook.DefaultMaxDepth, "deepest nesting of arrays and objects accepted in a request")
-	fs.Int64Var(&f.maxBodyInFlight, "max-body-bytes-in-flight", webhook.DefaultMaxBodyBytesInFlight, "memory all request bodies being read or evaluated may take at once, in bytes; past it, requests are answered 503")
+	fs.Int64Var(&f.maxBodyInFlight, "max-body-bytes-in-flight", webhook.DefaultMaxBodyBytesInFlight, "memory all request bodies being read or evaluated may take at once, in bytes, large ones at most half of it; past it, reviews are refused with code 429")
 	fs.Int64Var(&f.largeRequest, "large-request-bytes", webhook.DefaultLargeRequestBytes, "body size from which a request is large: large requests are evaluated at most --max-concurrent-large at once")
 	fs.IntVar(&f.maxLarge, "max-concurrent-large", 0, "large requests evaluated at once; the others wait within their deadline (default half of --instances, at least 1)")
 	fs.IntVar(&f.maxConnsClient, "max-conns-per-client", webhook.DefaultMaxConnsPerClient, "connections one source address may hold on each port; past it, new ones are closed at once (-1: no limit)")

@@ -86,8 +86,10 @@ func TestHandler_bodyMemoryFollowsBytesReceived(t *testing.T) {
 	waitFor(t, "the budget to be given back", func() bool { return h.bodyBytes.Load() == 0 })
 }
 
-// TestHandler_bodyBudget: past the budget of bodies in flight, a request is
-// answered 503 with Retry-After, and the budget is given back afterwards.
+// TestHandler_bodyBudget: past the budget of bodies in flight, a review
+// is refused with code 429 inside an HTTP 200, its uid echoed (a busy
+// webhook is never skipped under failurePolicy Ignore), and the budget is
+// given back afterwards.
 func TestHandler_bodyBudget(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
@@ -119,13 +121,13 @@ func TestHandler_bodyBudget(t *testing.T) {
 
 	big := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"big","object":{"x":"` +
 		strings.Repeat("A", 100<<10) + `"}}}`
-	status, header, body := post(t, url, "application/json", big)
-	assert.Equal(t, 503, status)
-	assert.Equal(t, RetryAfterSeconds, header.Get("Retry-After"))
+	status, _, body := post(t, url, "application/json", big)
+	assert.Equal(t, 200, status)
 	r := decodeReview(t, body)
+	assert.Equal(t, "big", r.Response.UID)
 	assert.False(t, r.Response.Allowed)
-	assert.Equal(t, 503, r.Response.Status.Code)
-	assert.Contains(t, r.Response.Status.Message, "request bodies in flight would exceed 262144 bytes")
+	assert.Equal(t, 429, r.Response.Status.Code)
+	assert.Contains(t, r.Response.Status.Message, "the webhook is busy: request bodies in flight would exceed 262144 bytes")
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.errors.WithLabelValues(CauseOverloaded)))
 
 	close(release)
@@ -136,7 +138,8 @@ func TestHandler_bodyBudget(t *testing.T) {
 }
 
 // TestHandler_slots: work on a request waits for one of MaxConcurrent
-// slots within its deadline; one that gets none is answered 503.
+// slots within its deadline; one that gets none is refused with code 429
+// inside an HTTP 200, its uid echoed.
 func TestHandler_slots(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
@@ -161,10 +164,13 @@ func TestHandler_slots(t *testing.T) {
 	}()
 	waitFor(t, "the first request to hold the slot", func() bool { return running.Load() == 1 })
 
-	status, header, body := post(t, url, "application/json", reviewBody("waits"))
-	assert.Equal(t, 503, status)
-	assert.Equal(t, RetryAfterSeconds, header.Get("Retry-After"))
-	assert.Contains(t, decodeReview(t, body).Response.Status.Message, "no slot became free within the deadline")
+	status, _, body := post(t, url, "application/json", reviewBody("waits"))
+	assert.Equal(t, 200, status)
+	r := decodeReview(t, body)
+	assert.Equal(t, "waits", r.Response.UID)
+	assert.False(t, r.Response.Allowed)
+	assert.Equal(t, 429, r.Response.Status.Code)
+	assert.Contains(t, r.Response.Status.Message, "the webhook is busy: no slot became free within the deadline")
 	assert.Equal(t, int32(1), running.Load(), "the second request never reached the policy")
 	assert.Equal(t, 1.0, testutil.ToFloat64(metrics.errors.WithLabelValues(CauseBusy)))
 

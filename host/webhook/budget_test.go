@@ -45,6 +45,12 @@ func (r *chunkedReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// budgetOf is a budget of limit bytes counted in inFlight, with no
+// large bodies.
+func budgetOf(inFlight *atomic.Int64, limit int64) *bodyBudget {
+	return &bodyBudget{all: inFlight, large: new(atomic.Int64), limit: limit, largeLimit: limit, largeFrom: 1 << 40}
+}
+
 // TestReadBody_chargesOnlyWhatArrived: whatever the sizes the bytes
 // arrive in, a body is charged nothing before its first byte, never more
 // than twice what it received (or 1 KiB) while it waits for more, and the
@@ -67,11 +73,11 @@ func TestReadBody_chargesOnlyWhatArrived(t *testing.T) {
 		}
 		var inFlight atomic.Int64
 		r := &chunkedReader{data: data, chunks: chunks, inFlight: &inFlight}
-		body, charged, err := readBody(r, DefaultMaxRequestBytes, &inFlight, 1<<30)
+		body, charged, err := readBody(r, DefaultMaxRequestBytes, budgetOf(&inFlight, 1<<30), false)
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(data, body), "case %d: body read exactly", i)
-		require.Equal(t, charged, inFlight.Load(), "case %d: the charge returned is what the budget holds", i)
-		assert.Equal(t, int64(cap(body)), charged, "case %d: the charge is the buffer", i)
+		require.Equal(t, charged.bytes, inFlight.Load(), "case %d: the charge returned is what the budget holds", i)
+		assert.Equal(t, int64(cap(body)), charged.bytes, "case %d: the charge is the buffer", i)
 		assert.Equal(t, int64(0), r.atRead[0], "case %d: nothing charged before the first byte", i)
 		for k := range r.atRead {
 			assert.LessOrEqual(t, r.atRead[k], max(minBodyChunk, 2*r.received[k]),
@@ -89,15 +95,15 @@ func TestReadBody_budget(t *testing.T) {
 	var inFlight atomic.Int64
 	inFlight.Store(60 << 10) // other requests' bodies
 	data := bytes.Repeat([]byte("x"), 10<<10)
-	_, charged, err := readBody(bytes.NewReader(data), DefaultMaxRequestBytes, &inFlight, 64<<10)
+	_, charged, err := readBody(bytes.NewReader(data), DefaultMaxRequestBytes, budgetOf(&inFlight, 64<<10), false)
 	require.ErrorIs(t, err, errBudget)
-	assert.Equal(t, int64(4<<10), charged, "the 1, 2 and 4 KiB buffers fit; the 8 KiB one does not")
+	assert.Equal(t, int64(4<<10), charged.bytes, "the 1, 2 and 4 KiB buffers fit; the 8 KiB one does not")
 	assert.Equal(t, int64(64<<10), inFlight.Load())
 
 	// A body whose first byte does not fit is charged nothing.
-	_, charged, err = readBody(strings.NewReader("{"), DefaultMaxRequestBytes, &inFlight, 64<<10)
+	_, charged, err = readBody(strings.NewReader("{"), DefaultMaxRequestBytes, budgetOf(&inFlight, 64<<10), false)
 	require.ErrorIs(t, err, errBudget)
-	assert.Zero(t, charged)
+	assert.Zero(t, charged.bytes)
 	assert.Equal(t, int64(64<<10), inFlight.Load())
 }
 
@@ -109,12 +115,12 @@ func TestReadBody_limit(t *testing.T) {
 		var inFlight atomic.Int64
 		data := bytes.Repeat([]byte("x"), int(limit)+1)
 		rec := httptestRecorder{}
-		_, charged, err := readBody(http.MaxBytesReader(rec, io.NopCloser(bytes.NewReader(data)), limit), limit, &inFlight, 1<<30)
+		_, charged, err := readBody(http.MaxBytesReader(rec, io.NopCloser(bytes.NewReader(data)), limit), limit, budgetOf(&inFlight, 1<<30), false)
 		var mbe *http.MaxBytesError
 		require.ErrorAs(t, err, &mbe, "limit %d", limit)
-		assert.LessOrEqual(t, charged, limit+1, "limit %d", limit)
+		assert.LessOrEqual(t, charged.bytes, limit+1, "limit %d", limit)
 
-		body, _, err := readBody(http.MaxBytesReader(rec, io.NopCloser(bytes.NewReader(data[:limit])), limit), limit, &inFlight, 1<<30)
+		body, _, err := readBody(http.MaxBytesReader(rec, io.NopCloser(bytes.NewReader(data[:limit])), limit), limit, budgetOf(&inFlight, 1<<30), false)
 		require.NoError(t, err, "limit %d", limit)
 		assert.Len(t, body, int(limit))
 	}

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,7 +53,9 @@ const DefaultMaxDepth = 512
 // in memory at once, across all connections: 32 MiB, four reviews of the
 // largest size the default limit admits, or thousands of ordinary ones. A
 // body is charged for the buffer it actually occupies as its bytes arrive,
-// never for the length it declares.
+// never for the length it declares. Large bodies (see LargeRequestBytes)
+// may hold at most half of it, so that the other half always remains for
+// the ordinary reviews, whatever one user sends.
 const DefaultMaxBodyBytesInFlight = 32 << 20
 
 // DefaultMaxRequestsPerClient is the default of Options.MaxRequestsPerClient.
@@ -70,8 +73,20 @@ const DefaultMaxRequestsPerClient = DefaultMaxConnsPerClient
 const DefaultLargeRequestBytes = 256 << 10
 
 // RetryAfterSeconds is the Retry-After an overloaded webhook sends with
-// its 503 answers.
+// the answers it cannot give as a review (no uid could be read: see
+// serveReview).
 const RetryAfterSeconds = "1"
+
+// uidWait is how long a refused request's body may take to bring the uid
+// of its review when nothing of it was read yet. The API server sends the
+// body with its headers; a client that sends nothing is answered without
+// a review after it.
+const uidWait = time.Second
+
+// uidPrefixBytes is how much of a body is read for the uid of a review
+// refused before its evaluation: the API server writes kind, apiVersion
+// and request.uid first, in under 200 bytes.
+const uidPrefixBytes = 4 << 10
 
 // Policy evaluates a Kubewarden validate payload and returns the policy's
 // ValidationResponse. *engine.Engine implements it.
@@ -95,9 +110,12 @@ type Options struct {
 	// Default: DefaultMaxDepth (512).
 	MaxDepth int
 	// MaxBodyBytesInFlight bounds the memory of all request bodies being
-	// read or evaluated at once. A request whose body would take the total
-	// past it is answered 503 with Retry-After. Default:
-	// DefaultMaxBodyBytesInFlight (32 MiB).
+	// read or evaluated at once. Large bodies (declared, or received, past
+	// LargeRequestBytes) are charged against a reserve of their own, half
+	// of it (at least one body of MaxRequestBytes), so that the other half
+	// always remains for ordinary reviews. A request whose body would take
+	// the total, or the large bodies, past their bound is refused with code
+	// 429 (see serveReview). Default: DefaultMaxBodyBytesInFlight (32 MiB).
 	MaxBodyBytesInFlight int64
 	// MaxConcurrent is how many requests are decoded, evaluated, diffed and
 	// encoded at once; the others wait for a slot, within their deadline.
@@ -117,8 +135,10 @@ type Options struct {
 	// MaxRequestsPerClient bounds the requests one client (a source IP
 	// address) has in flight at once, from the moment its headers are
 	// read, across all its connections and HTTP/2 streams. A request past
-	// it is answered 429 with Retry-After at once, holding nothing.
-	// Default: DefaultMaxRequestsPerClient (256); negative: no limit.
+	// it is refused with code 429 as soon as the uid of its review is read
+	// (as many again may wait for theirs, for uidWait at most), holding
+	// no slot and no body budget. Default: DefaultMaxRequestsPerClient
+	// (256); negative: no limit.
 	MaxRequestsPerClient int
 	// Timeout bounds the work on one request once its body is read: the
 	// wait for a slot, decoding, the evaluation (waiting for an instance
@@ -189,16 +209,19 @@ type Handler struct {
 	mux     *http.ServeMux
 	metrics *Metrics
 	log     *slog.Logger
-	// bodyBytes is the buffer capacity charged to the bodies in flight.
-	bodyBytes atomic.Int64
+	// bodyBytes is the buffer capacity charged to the bodies in flight,
+	// largeBodyBytes that of the large ones among them.
+	bodyBytes, largeBodyBytes atomic.Int64
+	budget                    bodyBudget
 	// slots holds one token per request being worked on, largeSlots one
 	// per large request among them.
 	slots, largeSlots chan struct{}
 	// waitingLarge counts the requests waiting for a large slot (tests
 	// wait on it instead of sleeping).
 	waitingLarge atomic.Int32
-	// clients counts the requests in flight per client.
-	clients *clientCounts
+	// clients counts the requests in flight per client, refusing those
+	// refused past it that wait for the uid of their review.
+	clients, refusing *clientCounts
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -208,7 +231,8 @@ func NewHandler(opts Options) *Handler {
 	opts.setDefaults()
 	h := &Handler{opts: opts, metrics: opts.Metrics, log: opts.Logger,
 		slots: make(chan struct{}, opts.MaxConcurrent), largeSlots: make(chan struct{}, opts.MaxConcurrentLarge),
-		clients: newClientCounts(max(0, opts.MaxRequestsPerClient), 0)}
+		clients: newClientCounts(max(0, opts.MaxRequestsPerClient), 0), refusing: newClientCounts(max(0, opts.MaxRequestsPerClient), 0)}
+	h.budget = newBodyBudget(&h.opts, &h.bodyBytes, &h.largeBodyBytes)
 	h.mux = http.NewServeMux()
 	h.mux.HandleFunc(PathMutate, func(w http.ResponseWriter, r *http.Request) { h.serveReview(w, r, stageMutate) })
 	h.mux.HandleFunc(PathValidate, func(w http.ResponseWriter, r *http.Request) { h.serveReview(w, r, stageValidate) })
@@ -273,29 +297,43 @@ func writeText(w http.ResponseWriter, status int, body string) {
 	_, _ = io.WriteString(w, body+"\n")
 }
 
-// rejection is a request refused before evaluation: its HTTP status, the
-// metric cause and the message.
+// rejection is a request refused before evaluation: its HTTP status (the
+// code of the review), the metric cause and the message. review: it was
+// refused for what the webhook holds, or for its size or depth, not for
+// its form, so it may be a review the API server sent: it is answered
+// with its uid at HTTP 200 when one can be read.
 type rejection struct {
 	status int
 	cause  string
 	err    error
+	review bool
 }
 
-// serveReview answers one AdmissionReview at the given stage. Whatever happens, the body is an
-// AdmissionReview: for a request that could not be read (wrong method,
-// media type or size, malformed review) with an HTTP 4xx status, or 503
-// when the server is too busy to take it, and an errored response naming
-// the problem; otherwise with HTTP 200, the request's uid, and the
-// policy's verdict or, if the evaluation failed, allowed=false with code
-// 500.
+// serveReview answers one AdmissionReview at the given stage. Whatever
+// happens, the body is an AdmissionReview with allowed=false unless the
+// policy admitted it:
+//
+//   - with HTTP 200 and the request's uid: the policy's verdict, or code
+//     500 if the evaluation failed; and every refusal of a review the API
+//     server may have sent, read far enough for its uid (its first bytes):
+//     code 429 when the webhook is busy (the client's requests in flight,
+//     the body budget, no slot within the deadline), 413 past the size
+//     limit, 400 past the depth limit. The API server applies a refusal
+//     inside an HTTP 200 whatever the failurePolicy: only a webhook that
+//     cannot answer at all is skipped under Ignore;
+//   - with an HTTP 4xx status and no uid only for what is not a review
+//     (wrong method or media type, no body, malformed JSON, not an
+//     AdmissionReview v1 as the API server writes it), or a refusal whose
+//     body did not bring a uid within uidWait (429 and 503 with
+//     Retry-After).
 //
 // The work on a request is bounded four ways: it counts against its
 // client's MaxRequestsPerClient from the start; its body is charged to a
-// byte budget shared by all requests as its bytes arrive (nothing before);
-// everything after reading it (decoding, the evaluation, the patch,
-// encoding) happens holding one of MaxConcurrent slots, and for a large
-// body one of MaxConcurrentLarge first; and all of that runs under the
-// request's deadline.
+// byte budget as its bytes arrive (nothing before), a large body to a
+// reserve of its own; everything after reading it (decoding, the
+// evaluation, the patch, encoding) happens holding one of MaxConcurrent
+// slots, and for a large body one of MaxConcurrentLarge first; and all of
+// that runs under the request's deadline.
 func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage string) {
 	start := time.Now()
 	h.metrics.inFlightAdd(1)
@@ -331,17 +369,25 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 	if h.opts.MaxRequestsPerClient > 0 {
 		ip := clientIP(r.RemoteAddr)
 		if h.clients.acquire(ip) != "" {
-			h.refuse(w, r, start, &rejection{http.StatusTooManyRequests, CauseClientBusy,
-				fmt.Errorf("too many requests in flight from %s: at most %d at once", ip, h.opts.MaxRequestsPerClient)})
+			rej := &rejection{http.StatusTooManyRequests, CauseClientBusy,
+				fmt.Errorf("the webhook is busy: too many requests in flight from %s: at most %d at once", ip, h.opts.MaxRequestsPerClient), true}
+			// As many refused requests again may wait for their uid;
+			// past that, one is answered at once, without it.
+			if h.refusing.acquire(ip) == "" {
+				defer h.refusing.release(ip)
+			} else {
+				rej.review = false
+			}
+			h.refuse(w, r, start, rej, nil)
 			return
 		}
 		defer h.clients.release(ip)
 	}
 
 	body, charged, rej := h.readRequest(w, r)
-	defer h.bodyBytes.Add(-charged)
+	defer h.budget.release(charged)
 	if rej != nil {
-		h.refuse(w, r, start, rej)
+		h.refuse(w, r, start, rej, body)
 		return
 	}
 
@@ -356,8 +402,8 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 			defer func() { <-h.largeSlots }()
 		case <-evalCtx.Done():
 			h.waitingLarge.Add(-1)
-			h.refuse(w, r, start, &rejection{http.StatusServiceUnavailable, CauseBusy,
-				fmt.Errorf("the webhook is busy: no slot for large requests became free within the deadline (%d large requests at once)", h.opts.MaxConcurrentLarge)})
+			h.refuse(w, r, start, &rejection{http.StatusTooManyRequests, CauseBusy,
+				fmt.Errorf("the webhook is busy: no slot for large requests became free within the deadline (%d large requests at once)", h.opts.MaxConcurrentLarge), true}, body)
 			return
 		}
 	}
@@ -365,14 +411,14 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
 	case <-evalCtx.Done():
-		h.refuse(w, r, start, &rejection{http.StatusServiceUnavailable, CauseBusy,
-			fmt.Errorf("the webhook is busy: no slot became free within the deadline (%d requests at once)", h.opts.MaxConcurrent)})
+		h.refuse(w, r, start, &rejection{http.StatusTooManyRequests, CauseBusy,
+			fmt.Errorf("the webhook is busy: no slot became free within the deadline (%d requests at once)", h.opts.MaxConcurrent), true}, body)
 		return
 	}
 
 	req, rej := h.decodeReview(body)
 	if rej != nil {
-		h.refuse(w, r, start, rej)
+		h.refuse(w, r, start, rej, body)
 		return
 	}
 	read = req
@@ -434,51 +480,133 @@ const (
 	auditClaimed = "claimed"
 )
 
-// refuse answers a request that was not evaluated.
-func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, start time.Time, rej *rejection) {
+// refuse answers a request that was not evaluated; read is what was read
+// of its body.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, start time.Time, rej *rejection, read []byte) {
 	h.metrics.error(rej.cause)
 	h.metrics.observe("", "", "", OutcomeInvalid, time.Since(start).Seconds())
-	h.log.WarnContext(r.Context(), "admission request refused", "remote", r.RemoteAddr,
+	uid := ""
+	if rej.review {
+		uid = refusedUID(w, r, read)
+	}
+	h.log.WarnContext(r.Context(), "admission request refused", "remote", r.RemoteAddr, "uid", clipLog(uid),
 		"status", rej.status, "cause", rej.cause, "error", rej.err)
+	if uid != "" {
+		h.writeReview(w, http.StatusOK, admission.Errored(uid, int32(rej.status), rej.err))
+		return
+	}
 	if rej.status == http.StatusServiceUnavailable || rej.status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", RetryAfterSeconds)
 	}
 	h.writeReview(w, rej.status, admission.Errored("", int32(rej.status), rej.err))
 }
 
+// refusedUID is the uid of the review a refused request's body begins
+// with, "" if it does not begin as one: from read, what was read of it,
+// or else from its first uidPrefixBytes, waiting uidWait at most for
+// them. The rest of the body is left unread (the server closes an HTTP/1
+// connection or resets an HTTP/2 stream after the answer).
+func refusedUID(w http.ResponseWriter, r *http.Request, read []byte) string {
+	if uid := reviewUID(read); uid != "" || len(read) >= uidPrefixBytes || r.Body == nil {
+		return uid
+	}
+	buf := getBody(uidPrefixBytes)[:uidPrefixBytes]
+	defer putBody(buf)
+	n := copy(buf, read)
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(uidWait))
+	m, _ := io.ReadFull(r.Body, buf[n:])
+	return reviewUID(buf[:n+m])
+}
+
+// reviewUID reads the uid of an AdmissionReview v1 from the first bytes
+// of its JSON, as the API server writes it: kind and apiVersion, then
+// request with its uid first. It returns "" for anything else.
+func reviewUID(body []byte) string {
+	d := json.NewDecoder(bytes.NewReader(body[:min(len(body), uidPrefixBytes)]))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for {
+		tok, err := d.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return ""
+		}
+		value, err := d.Token()
+		if err != nil {
+			return ""
+		}
+		switch key {
+		case "kind":
+			if value != "AdmissionReview" {
+				return ""
+			}
+		case "apiVersion":
+			if value != admissionV1 {
+				return ""
+			}
+		case "request":
+			if value != json.Delim('{') || !seen["kind"] || !seen["apiVersion"] {
+				return ""
+			}
+			if k, err := d.Token(); err != nil || k != "uid" {
+				return ""
+			}
+			v, err := d.Token()
+			if uid, ok := v.(string); err == nil && ok {
+				return uid
+			}
+			return ""
+		default:
+			return ""
+		}
+		seen[key] = true
+	}
+}
+
+// admissionV1 is the apiVersion of the reviews the webhook answers.
+const admissionV1 = "admission.k8s.io/v1"
+
 // readRequest checks the transport-level properties of the request and
 // reads its body. charged is what the body was charged to the byte
 // budget, to be given back once the answer is written, also when the
-// request is refused.
-func (h *Handler) readRequest(w http.ResponseWriter, r *http.Request) (body []byte, charged int64, rej *rejection) {
+// request is refused; body is what was read, also then.
+func (h *Handler) readRequest(w http.ResponseWriter, r *http.Request) (body []byte, charged charge, rej *rejection) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return nil, 0, &rejection{http.StatusMethodNotAllowed, CauseMethod,
-			fmt.Errorf("method %s is not allowed: send the AdmissionReview with POST", r.Method)}
+		return nil, charge{}, &rejection{http.StatusMethodNotAllowed, CauseMethod,
+			fmt.Errorf("method %s is not allowed: send the AdmissionReview with POST", r.Method), false}
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		return nil, 0, &rejection{http.StatusUnsupportedMediaType, CauseContentType,
-			fmt.Errorf("content type %q is not supported: want application/json", ct)}
+		return nil, charge{}, &rejection{http.StatusUnsupportedMediaType, CauseContentType,
+			fmt.Errorf("content type %q is not supported: want application/json", ct), false}
 	}
 	if r.ContentLength > h.opts.MaxRequestBytes {
-		return nil, 0, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
-			fmt.Errorf("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.opts.MaxRequestBytes)}
+		return nil, charge{}, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
+			fmt.Errorf("request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, h.opts.MaxRequestBytes), true}
 	}
-	body, charged, err := readBody(http.MaxBytesReader(w, r.Body, h.opts.MaxRequestBytes), h.opts.MaxRequestBytes, &h.bodyBytes, h.opts.MaxBodyBytesInFlight)
+	body, charged, err := readBody(http.MaxBytesReader(w, r.Body, h.opts.MaxRequestBytes), h.opts.MaxRequestBytes, &h.budget,
+		r.ContentLength >= h.opts.LargeRequestBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
-			return nil, charged, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
-				fmt.Errorf("request body exceeds the limit of %d bytes", h.opts.MaxRequestBytes)}
+			return body, charged, &rejection{http.StatusRequestEntityTooLarge, CauseTooLarge,
+				fmt.Errorf("request body exceeds the limit of %d bytes", h.opts.MaxRequestBytes), true}
 		case errors.Is(err, errBudget):
-			return nil, charged, &rejection{http.StatusServiceUnavailable, CauseOverloaded,
-				fmt.Errorf("the webhook is busy: request bodies in flight would exceed %d bytes", h.opts.MaxBodyBytesInFlight)}
+			what := "request bodies in flight"
+			limit := h.budget.limit
+			if charged.large || errors.Is(err, errLargeBudget) {
+				what, limit = "large request bodies in flight", h.budget.largeLimit
+			}
+			return body, charged, &rejection{http.StatusTooManyRequests, CauseOverloaded,
+				fmt.Errorf("the webhook is busy: %s would exceed %d bytes", what, limit), true}
 		}
-		return nil, charged, &rejection{http.StatusBadRequest, CauseBadRequest, fmt.Errorf("read request body: %w", err)}
+		return body, charged, &rejection{http.StatusBadRequest, CauseBadRequest, fmt.Errorf("read request body: %w", err), true}
 	}
 	if len(body) == 0 {
-		return nil, charged, &rejection{http.StatusBadRequest, CauseBadRequest, errors.New("request body is empty: want an AdmissionReview")}
+		return body, charged, &rejection{http.StatusBadRequest, CauseBadRequest, errors.New("request body is empty: want an AdmissionReview"), false}
 	}
 	return body, charged, nil
 }
@@ -487,7 +615,7 @@ func (h *Handler) readRequest(w http.ResponseWriter, r *http.Request) (body []by
 func (h *Handler) decodeReview(body []byte) (*admission.Request, *rejection) {
 	req, err := admission.ParseReviewDepth(body, h.opts.MaxDepth)
 	if err != nil {
-		return nil, &rejection{http.StatusBadRequest, CauseBadRequest, err}
+		return nil, &rejection{http.StatusBadRequest, CauseBadRequest, err, true}
 	}
 	return req, nil
 }
@@ -674,8 +802,71 @@ func (h *Handler) writeReview(w http.ResponseWriter, status int, resp *admission
 }
 
 // errBudget is readBody's answer when the body would take the bodies in
-// flight past their budget.
-var errBudget = errors.New("body budget exhausted")
+// flight past their budget, errLargeBudget (an errBudget) when a large
+// body would take the large ones past their reserve.
+var (
+	errBudget      = errors.New("body budget exhausted")
+	errLargeBudget = fmt.Errorf("%w: large bodies", errBudget)
+)
+
+// bodyBudget is the memory the bodies in flight may take: all of them
+// (all, at most limit), and the large ones among them (large, at most
+// largeLimit), so that large bodies, which wait for one of few slots,
+// cannot take what the ordinary reviews need.
+type bodyBudget struct {
+	all, large        *atomic.Int64
+	limit, largeLimit int64
+	// largeFrom: a buffer of more bytes than this is a large body's.
+	largeFrom int64
+}
+
+// newBodyBudget is the budget of opts, counted in all and large: large
+// bodies hold at most half of it, and at least one body of the largest
+// size.
+func newBodyBudget(opts *Options, all, large *atomic.Int64) bodyBudget {
+	return bodyBudget{all: all, large: large, limit: opts.MaxBodyBytesInFlight,
+		largeLimit: min(opts.MaxBodyBytesInFlight, max(opts.MaxBodyBytesInFlight/2, opts.MaxRequestBytes+1)),
+		largeFrom:  opts.LargeRequestBytes}
+}
+
+// charge is what one body holds of a bodyBudget.
+type charge struct {
+	bytes int64
+	// large: the bytes are charged to the large bodies too.
+	large bool
+}
+
+// grow makes c size bytes, charged to the large bodies too when large
+// (or c already is); it returns errBudget or errLargeBudget, with c
+// unchanged, when that would take a total past its bound.
+func (b *bodyBudget) grow(c *charge, size int64, large bool) error {
+	large = large || c.large
+	var heldLarge int64
+	if c.large {
+		heldLarge = c.bytes
+	}
+	if large && b.large.Add(size-heldLarge) > b.largeLimit {
+		b.large.Add(heldLarge - size)
+		return errLargeBudget
+	}
+	if b.all.Add(size-c.bytes) > b.limit {
+		b.all.Add(c.bytes - size)
+		if large {
+			b.large.Add(heldLarge - size)
+		}
+		return errBudget
+	}
+	c.bytes, c.large = size, large
+	return nil
+}
+
+// release gives back what c holds.
+func (b *bodyBudget) release(c charge) {
+	b.all.Add(-c.bytes)
+	if c.large {
+		b.large.Add(-c.bytes)
+	}
+}
 
 // Body buffers come in powers of two from minBodyChunk to maxPooledChunk;
 // the classes in between are pooled, so that an ordinary review (a few
@@ -717,10 +908,12 @@ func putBody(body []byte) {
 	}
 }
 
-// readBody reads r to the end, charging the buffer it fills to inFlight,
-// the bytes of all bodies being read or evaluated; when they would exceed
-// budget, the read stops with errBudget. It returns what it charged,
-// which the caller gives back once the answer is written.
+// readBody reads r to the end, charging the buffer it fills to b: to
+// the large bodies too when declaredLarge (its Content-Length is past
+// LargeRequestBytes), or once the buffer is. When that would take a total
+// past its bound, the read stops with errBudget (or errLargeBudget). It
+// returns what it read and what it charged, also on an error; the caller
+// gives the charge back once the answer is written.
 //
 // Nothing is charged before the first byte arrives: a request that sent
 // only its headers (or an HTTP/2 stream that sent nothing) holds an empty
@@ -731,23 +924,16 @@ func putBody(body []byte) {
 // therefore taken only by bytes that arrived: to fill it, a client has to
 // send it.
 //
+// A large body is read as it arrives, like any other, and waits for its
+// slot holding its bytes in the large bodies' reserve: waiting unread, it
+// would hold the HTTP/2 connection's flow-control window, which the API
+// server's ordinary reviews on the same connection need.
+//
 // The buffer never grows past limit+1 bytes, enough for the reader (an
 // http.MaxBytesReader with that limit) to notice a body that is too long.
-func readBody(r io.Reader, limit int64, inFlight *atomic.Int64, budget int64) (body []byte, charged int64, err error) {
-	charge := func(size int64) bool {
-		if inFlight.Add(size-charged) > budget {
-			inFlight.Add(charged - size)
-			return false
-		}
-		charged = size
-		return true
-	}
+func readBody(r io.Reader, limit int64, b *bodyBudget, declaredLarge bool) (body []byte, charged charge, err error) {
+	grow := func(size int64) error { return b.grow(&charged, size, declaredLarge || size > b.largeFrom) }
 	buf := getBody(int(min(minBodyChunk, limit+1)))
-	defer func() {
-		if err != nil {
-			putBody(buf)
-		}
-	}()
 	for {
 		if len(buf) == cap(buf) {
 			// Full: every byte of it arrived, so doubling keeps the
@@ -756,8 +942,8 @@ func readBody(r io.Reader, limit int64, inFlight *atomic.Int64, budget int64) (b
 			if size <= int64(cap(buf)) {
 				size = int64(cap(buf)) + 1
 			}
-			if !charge(size) {
-				return nil, charged, errBudget
+			if err := grow(size); err != nil {
+				return buf, charged, err
 			}
 			next := getBody(int(size))[:len(buf)]
 			copy(next, buf)
@@ -766,14 +952,16 @@ func readBody(r io.Reader, limit int64, inFlight *atomic.Int64, budget int64) (b
 		}
 		n, rerr := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if n > 0 && charged == 0 && !charge(int64(cap(buf))) {
-			return nil, 0, errBudget
+		if n > 0 && charged.bytes == 0 {
+			if err := grow(int64(cap(buf))); err != nil {
+				return buf, charged, err
+			}
 		}
 		if rerr == io.EOF {
 			return buf, charged, nil
 		}
 		if rerr != nil {
-			return nil, charged, rerr
+			return buf, charged, rerr
 		}
 	}
 }

@@ -118,6 +118,10 @@ func TestHandler_hostileInput(t *testing.T) {
 		wantStatus  int
 		wantMessage string
 		wantCause   string
+		// wantUID: refused for its depth or size, not its form, the
+		// review the API server may have sent is answered with its uid
+		// at HTTP 200 (the code in the review is still wantStatus).
+		wantUID string
 	}{
 		{name: "GET", method: http.MethodGet, wantStatus: 405, wantMessage: "method GET is not allowed", wantCause: CauseMethod},
 		{name: "PUT", method: http.MethodPut, contentType: "application/json", body: reviewBody("a1"),
@@ -140,7 +144,7 @@ func TestHandler_hostileInput(t *testing.T) {
 			wantMessage: "decode admission review: JSON nests deeper than 512 levels", wantCause: CauseBadRequest},
 		{name: "deeply nested object", contentType: "application/json",
 			body:       `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a1","object":{"spec":` + deep600 + `}}}`,
-			wantStatus: 400, wantMessage: "JSON nests deeper than 512 levels", wantCause: CauseBadRequest},
+			wantStatus: 400, wantMessage: "JSON nests deeper than 512 levels", wantCause: CauseBadRequest, wantUID: "a1"},
 		{name: "array", contentType: "application/json", body: `[1,2]`, wantStatus: 400,
 			wantMessage: "must be a JSON object, got array", wantCause: CauseBadRequest},
 		{name: "null", contentType: "application/json", body: `null`, wantStatus: 400,
@@ -168,11 +172,14 @@ func TestHandler_hostileInput(t *testing.T) {
 		{name: "over the limit", contentType: "application/json",
 			body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a1","object":{"x":"` +
 				strings.Repeat("A", 70<<10) + `"}}}`,
-			wantStatus: 413, wantMessage: "exceeds the limit of 65536 bytes", wantCause: CauseTooLarge},
+			wantStatus: 413, wantMessage: "exceeds the limit of 65536 bytes", wantCause: CauseTooLarge, wantUID: "a1"},
 		{name: "over the limit, chunked", contentType: "application/json", chunked: true,
 			body: `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"a1","object":{"x":"` +
 				strings.Repeat("A", 70<<10) + `"}}}`,
-			wantStatus: 413, wantMessage: "request body exceeds the limit of 65536 bytes", wantCause: CauseTooLarge},
+			wantStatus: 413, wantMessage: "request body exceeds the limit of 65536 bytes", wantCause: CauseTooLarge, wantUID: "a1"},
+		{name: "over the limit, not a review", contentType: "application/json",
+			body:       `{"apiVersion":"admission.k8s.io/v1","kind":"Pod","request":{"uid":"a1","object":{"x":"` + strings.Repeat("A", 70<<10) + `"}}}`,
+			wantStatus: 413, wantMessage: "exceeds the limit of 65536 bytes", wantCause: CauseTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,11 +197,15 @@ func TestHandler_hostileInput(t *testing.T) {
 				req.Header.Set("Content-Type", tc.contentType)
 			}
 			status, header, respBody := do(t, req)
-			assert.Equal(t, tc.wantStatus, status)
+			if tc.wantUID != "" {
+				assert.Equal(t, 200, status)
+			} else {
+				assert.Equal(t, tc.wantStatus, status)
+			}
 			assert.Equal(t, "application/json", header.Get("Content-Type"))
 			r := decodeReview(t, respBody)
 			assert.False(t, r.Response.Allowed)
-			assert.Empty(t, r.Response.UID)
+			assert.Equal(t, tc.wantUID, r.Response.UID)
 			require.NotNil(t, r.Response.Status)
 			assert.Equal(t, tc.wantStatus, r.Response.Status.Code)
 			assert.Contains(t, r.Response.Status.Message, tc.wantMessage)
