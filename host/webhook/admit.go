@@ -34,18 +34,24 @@ import (
 // (known at accept) or presented a client certificate the TLS
 // configuration verified (known at the end of the handshake); only they
 // may take the last reserved places of total. When a connection needs a
-// place and there is none, an idle connection gives up its place: an idle
-// untrusted one first, and for a trusted newcomer an idle trusted one
-// after that, the one idle longest first. With none idle, the places are
-// shared fairly between source addresses: the untrusted source holding
-// the most proven connections gives up the one that has been silent
-// longest (a request in flight whose bytes stopped coming, as a
-// slowloris's), if the newcomer's address holds at least two fewer (a
-// trusted newcomer takes it whatever its address holds). So addresses
-// that fill every place with requests in flight cannot keep out another
+// place and there is none, the places are shared fairly between source
+// addresses: the place comes from the untrusted address holding the most
+// proven connections (of those holding the most, one with an idle
+// connection), whatever the newcomer's address holds. That address gives
+// up its connection idle longest; with none idle, the one that has been
+// silent longest (a request in flight whose bytes stopped coming, as a
+// slowloris's), if the newcomer's address holds at least two fewer. A
+// lighter address's idle connection is never taken for an untrusted
+// newcomer: the API server's one kept connection stays while others hold
+// more. A trusted newcomer takes, in this order, an idle untrusted
+// connection (of the address holding the most with one idle), an idle
+// trusted one (idle longest), or the silent-longest busy one of the
+// untrusted address holding the most, whatever its own address holds. So
+// addresses that fill every place cannot keep out, or push out, another
 // address with fewer: the API server, whose source is not trusted in a
-// default install, always gets its share. A connection is refused only
-// when every place is busy and its own address holds as many as any.
+// default install, always gets and keeps its share. A connection is
+// refused only when every place is taken and its own address holds as
+// many as any (less one, when they are all busy).
 
 // Reasons an idle connection was evicted (the label of
 // yunikorn_userinfo_connections_evicted_total).
@@ -100,7 +106,7 @@ type admitConn struct {
 	in         *list.List // src.conns, t.idle[class] or nil (busy)
 	elem       *list.Element
 	src        *source // while unproven
-	// mine is c's element in t.provenBy[ip] while it is proven and
+	// mine is c's element in t.provenBy[ip].conns while it is proven and
 	// untrusted.
 	mine *list.Element
 }
@@ -151,8 +157,15 @@ type connTable struct {
 	byCount  map[int]map[*source]struct{}
 	heaviest int
 	// provenBy holds the proven untrusted connections of each source
-	// address, for the fair share of places once none is idle.
-	provenBy map[netip.Addr]*list.List
+	// address, for the fair share of places once every one is taken.
+	provenBy map[netip.Addr]*holder
+}
+
+// holder is the proven untrusted connections of one address, and how many
+// of them are idle.
+type holder struct {
+	conns list.List
+	idle  int
 }
 
 // source holds the unproven connections of one address, oldest first.
@@ -323,8 +336,9 @@ func (t *connTable) busy(c *admitConn) bool {
 	}()
 	v.close(t.onEvict)
 	if refused {
-		c.kill()
+		// Counted first, so that whoever sees it closed sees it counted.
 		t.onRefuse(refusedTotal)
+		c.kill()
 	}
 	return !gone
 }
@@ -378,9 +392,8 @@ func (t *connTable) open() int {
 // The methods below run under t.mu.
 
 // makeRoom makes a place for a proven connection of class from ip,
-// evicting an idle connection if need be, else the silent-longest busy
-// one of the untrusted address holding the most, if that is fairer;
-// false: there is none to evict.
+// evicting a connection if need be, as the fair share says (see the top
+// of this file); false: there is none to evict.
 func (t *connTable) makeRoom(class int, ip netip.Addr, v *victims) bool {
 	if t.total <= 0 {
 		return true
@@ -393,28 +406,46 @@ func (t *connTable) makeRoom(class int, ip netip.Addr, v *victims) bool {
 	} else if all < t.total {
 		return true
 	}
-	if e := t.idle[untrusted].Front(); e != nil {
-		t.evict(e.Value.(*admitConn), v)
-		return true
+	if class == trusted {
+		if h := t.heaviestProven(true); h != nil {
+			t.evict(longestIdle(h, &t.idle[untrusted]), v)
+			return true
+		}
+		if e := t.idle[trusted].Front(); e != nil {
+			t.evict(e.Value.(*admitConn), v)
+			return true
+		}
+		if h := t.heaviestProven(false); h != nil {
+			t.evict(silentLongest(h), v)
+			return true
+		}
+		return false
 	}
-	if e := t.idle[trusted].Front(); e != nil && class == trusted {
-		t.evict(e.Value.(*admitConn), v)
+	h := t.heaviestProven(false)
+	switch {
+	case h == nil:
+		return false
+	case h.idle > 0:
+		t.evict(longestIdle(h, &t.idle[untrusted]), v)
 		return true
-	}
-	if h := t.heaviestProven(); h != nil && (class == trusted || h.Len() > t.provenOf(ip)+1) {
+	case h.conns.Len() > t.provenOf(ip)+1:
 		t.evict(silentLongest(h), v)
 		return true
 	}
 	return false
 }
 
-// heaviestProven is the list of proven untrusted connections of an
-// address holding the most of them, nil when there are none. It runs only
-// when every place is busy.
-func (t *connTable) heaviestProven() *list.List {
-	var h *list.List
+// heaviestProven is the proven untrusted connections of an address
+// holding the most of them, preferring one with an idle connection among
+// those; withIdle: of the addresses holding an idle one only. nil when
+// there is none. It runs only when every place is taken.
+func (t *connTable) heaviestProven(withIdle bool) *holder {
+	var h *holder
 	for _, l := range t.provenBy {
-		if h == nil || l.Len() > h.Len() {
+		if withIdle && l.idle == 0 {
+			continue
+		}
+		if h == nil || l.conns.Len() > h.conns.Len() || (l.conns.Len() == h.conns.Len() && h.idle == 0 && l.idle > 0) {
 			h = l
 		}
 	}
@@ -424,16 +455,28 @@ func (t *connTable) heaviestProven() *list.List {
 // provenOf is how many proven untrusted connections ip holds.
 func (t *connTable) provenOf(ip netip.Addr) int {
 	if l := t.provenBy[ip]; l != nil {
-		return l.Len()
+		return l.conns.Len()
 	}
 	return 0
 }
 
-// silentLongest is the connection of l that sent its last byte the
-// longest ago.
-func silentLongest(l *list.List) *admitConn {
+// longestIdle is the connection of h in idle that sent its last byte
+// the longest ago; h has one.
+func longestIdle(h *holder, idle *list.List) *admitConn {
 	var out *admitConn
-	for e := l.Front(); e != nil; e = e.Next() {
+	for e := h.conns.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*admitConn); c.in == idle && (out == nil || c.lastRead.Load() < out.lastRead.Load()) {
+			out = c
+		}
+	}
+	return out
+}
+
+// silentLongest is the connection of h that sent its last byte the
+// longest ago.
+func silentLongest(h *holder) *admitConn {
+	var out *admitConn
+	for e := h.conns.Front(); e != nil; e = e.Next() {
 		if c := e.Value.(*admitConn); out == nil || c.lastRead.Load() < out.lastRead.Load() {
 			out = c
 		}
@@ -462,14 +505,14 @@ func (t *connTable) prove(c *admitConn) {
 	t.proven[c.class]++
 	if c.class == untrusted {
 		if t.provenBy == nil {
-			t.provenBy = map[netip.Addr]*list.List{}
+			t.provenBy = map[netip.Addr]*holder{}
 		}
 		l := t.provenBy[c.ip]
 		if l == nil {
-			l = list.New()
+			l = &holder{}
 			t.provenBy[c.ip] = l
 		}
-		c.mine = l.PushBack(c)
+		c.mine = l.conns.PushBack(c)
 		if c.lastRead.Load() == 0 {
 			c.lastRead.Store(time.Now().UnixNano())
 		}
@@ -485,6 +528,9 @@ func (t *connTable) setIdle(c *admitConn) {
 // of to.
 func (t *connTable) move(c *admitConn, to *list.List) {
 	if c.in != nil {
+		if c.in == &t.idle[untrusted] {
+			t.provenBy[c.ip].idle--
+		}
 		c.in.Remove(c.elem)
 		c.in, c.elem = nil, nil
 	}
@@ -499,6 +545,9 @@ func (t *connTable) move(c *admitConn, to *list.List) {
 	}
 	if to != nil {
 		c.in, c.elem = to, to.PushBack(c)
+		if to == &t.idle[untrusted] {
+			t.provenBy[c.ip].idle++
+		}
 	}
 }
 
@@ -558,9 +607,9 @@ func (t *connTable) drop(c *admitConn) {
 	}
 	if c.mine != nil {
 		l := t.provenBy[c.ip]
-		l.Remove(c.mine)
+		l.conns.Remove(c.mine)
 		c.mine = nil
-		if l.Len() == 0 {
+		if l.conns.Len() == 0 {
 			delete(t.provenBy, c.ip)
 		}
 	}

@@ -483,3 +483,79 @@ func TestConnTable_floodWithoutTrust(t *testing.T) {
 	assert.Positive(t, ev.of(EvictedBusy))
 	t.Logf("flood: %d busy connections evicted, %d refused", ev.of(EvictedBusy), ref.of(refusedTotal))
 }
+
+// TestConnTable_idleVictimFromTheHeaviest: with every place taken, the
+// place a newcomer gets comes from the address holding the most, idle or
+// not: the API server's one kept connection stays while others hold
+// more, and goes only once its address holds as many as any.
+func TestConnTable_idleVictimFromTheHeaviest(t *testing.T) {
+	t.Parallel()
+	ev, ref := newEvictions(), newEvictions()
+	tbl := &connTable{total: 4, maxPending: 100, onEvict: ev.add, onRefuse: ref.add, byClient: map[netip.Addr]int{},
+		sources: map[netip.Addr]*source{}, byCount: map[int]map[*source]struct{}{}}
+	proven := func(src string) (*admitConn, *fakeConn, bool) {
+		raw := fakeFrom(src)
+		c, refused := tbl.accept(raw)
+		require.Empty(t, refused)
+		return c, raw, tbl.handshakeDone(c, false, false) && tbl.busy(c)
+	}
+	// The API server's connection, kept alive between its calls, and an
+	// attacker's three requests in flight: every place taken.
+	api, apiRaw, ok := proven("127.0.0.1")
+	require.True(t, ok)
+	tbl.idleAgain(api)
+	var attacker []*admitConn
+	var attackerRaw []*fakeConn
+	for range 3 {
+		c, raw, ok := proven("127.0.0.2")
+		require.True(t, ok)
+		attacker, attackerRaw = append(attacker, c), append(attackerRaw, raw)
+	}
+	attackerClosed := func() (n int) {
+		for _, raw := range attackerRaw {
+			if raw.closed.Load() {
+				n++
+			}
+		}
+		return n
+	}
+
+	// A newcomer from a third address takes a place of the attacker's,
+	// not the API server's idle one.
+	_, _, ok = proven("127.0.0.3")
+	require.True(t, ok)
+	assert.False(t, apiRaw.closed.Load(), "the API server's idle connection stays")
+	assert.Equal(t, 1, ev.of(EvictedBusy))
+	assert.Zero(t, ev.of(EvictedKeepAlive))
+	assert.Equal(t, 1, attackerClosed())
+	// The attacker's own newcomer finds nobody holding more: refused, the
+	// API server's connection still kept.
+	_, raw, ok := proven("127.0.0.2")
+	assert.False(t, ok)
+	assert.True(t, raw.closed.Load())
+	assert.False(t, apiRaw.closed.Load(), "the API server's idle connection stays")
+	assert.Equal(t, 1, ref.of(refusedTotal))
+
+	// Idle too, the attacker's connections go first, though the API
+	// server's has been idle longer.
+	for _, c := range attacker {
+		tbl.idleAgain(c)
+	}
+	_, _, ok = proven("127.0.0.4")
+	require.True(t, ok)
+	assert.False(t, apiRaw.closed.Load(), "the API server's idle connection stays")
+	assert.Equal(t, 1, ev.of(EvictedKeepAlive))
+	assert.Equal(t, 2, attackerClosed(), "an idle connection of the attacker's went")
+
+	// Now every address holds one: an idle connection of an address
+	// holding the most yields, the API server's or the attacker's last.
+	_, _, ok = proven("127.0.0.5")
+	require.True(t, ok)
+	assert.Equal(t, 2, ev.of(EvictedKeepAlive))
+	gone := attackerClosed() - 2
+	if apiRaw.closed.Load() {
+		gone++
+	}
+	assert.Equal(t, 1, gone, "one idle connection went")
+	assert.Equal(t, 4, tbl.proven[untrusted])
+}
