@@ -290,6 +290,7 @@ func TestHostile(t *testing.T) {
 	t.Run("many groups", func(t *testing.T) { manyGroups(t, s) })
 	t.Run("settings", func(t *testing.T) { dangerousSettings(t) })
 	t.Run("mixed load", mixedLoad)
+	t.Run("fat dry-run flood", fatFlood)
 	t.Run("connection cap flood, trusted source", func(t *testing.T) { capFlood(t, trustSource) })
 	t.Run("connection cap flood, client certificate", func(t *testing.T) { capFlood(t, trustCertificate) })
 	t.Run("connection cap flood, no trust", func(t *testing.T) { capFlood(t, trustNone) })
@@ -460,11 +461,12 @@ func hugeObject(t *testing.T, s *server) {
 			switch {
 			case a.HTTP == 200 && a.Allowed && a.Patched:
 				mutated++
-			case a.HTTP == 503 || (a.HTTP == 200 && !a.Allowed && a.Code == 500 && strings.Contains(a.Message, "deadline")):
+			case a.HTTP == 200 && !a.Allowed && (a.Code == 429 || (a.Code == 500 && strings.Contains(a.Message, "deadline"))):
 				// Large requests are evaluated --max-concurrent-large (1)
 				// at a time: the ones whose turn comes too late for their
-				// deadline are refused, 503 or, when the turn came with
-				// too little of it left, a guest timeout.
+				// deadline are refused, busy (429, inside an HTTP 200) or,
+				// when the turn came with too little of it left, a guest
+				// timeout.
 				refused++
 				fmt.Printf("hostile: %-28s %d at once: refused in its turn: %d %d %q\n", class, parallel, a.HTTP, a.Code, a.Message)
 			default:

@@ -86,10 +86,11 @@ func mixedPhase(t *testing.T, s *server, heavy []byte) mixedResult {
 			switch {
 			case isHeavy && ok:
 				res.heavy = append(res.heavy, ms)
-			case isHeavy && err == nil && (a.HTTP == http.StatusServiceUnavailable ||
-				(a.HTTP == 200 && a.Code == 500 && strings.Contains(a.Message, "deadline"))):
+			case isHeavy && err == nil && a.HTTP == 200 && !a.Allowed &&
+				(a.Code == http.StatusTooManyRequests || (a.Code == 500 && strings.Contains(a.Message, "deadline"))):
 				// Refused in its turn: no large slot within the deadline
-				// (503), or one that came with too little of it left.
+				// (429, inside an HTTP 200), or one that came with too
+				// little of it left.
 				res.busy++
 			case isHeavy:
 				res.heavyBad++
