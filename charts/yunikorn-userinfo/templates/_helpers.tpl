@@ -403,8 +403,10 @@ volumeMounts:
 {{- end -}}
 
 {{/* The webhooks' failurePolicy: in hybrid mode hybrid.webhookFailurePolicy
-(Ignore by default: the CEL policies hold the core while the webhook is
-down), else failurePolicy. */}}
+(Ignore by default, also when a context check enforces: the CEL policies
+hold the core while the webhook is down, and while it is up every answer,
+a busy one included, is a review the API server applies), else
+failurePolicy. */}}
 {{- define "yunikorn-userinfo.failurePolicy" -}}
 {{- if eq .Values.mode "hybrid" -}}
 {{ .Values.hybrid.webhookFailurePolicy }}
