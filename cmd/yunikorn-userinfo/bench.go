@@ -29,7 +29,7 @@ type benchFlags struct {
 func newBenchCommand(a *app) *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
-		Use:   "bench [MODULE] -r REQUEST [-s SETTINGS | --settings-json JSON]",
+		Use:   "bench [MODULE] (-r REQUEST | --object FILE --user USER [--group GROUP]...) [-s SETTINGS | --settings-json JSON]",
 		Short: "Time validate_settings and validate of a policy, like kwctl bench",
 		Long: `Time the policy's validate_settings and validate operations separately, on one
 instance and sequentially, and print per-call statistics in microseconds.

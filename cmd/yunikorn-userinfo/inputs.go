@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/tetratelabs/wazero"
 
 	"github.com/yunikorn-userinfo/userinfo/host/admission"
@@ -39,18 +40,23 @@ type evalFlags struct {
 	memoryLimitMiB uint32
 	contextDir     string
 	kubeconfig     string
+	// manifest builds the request instead of -r.
+	manifest manifestFlags
+	// flags tells which flags the command line set.
+	flags *pflag.FlagSet
 }
 
 func (f *evalFlags) register(cmd *cobra.Command) {
 	fs := cmd.Flags()
-	fs.StringVarP(&f.requestPath, "request-path", "r", "", "file with the AdmissionRequest or AdmissionReview, - for stdin (required)")
+	f.flags = fs
+	fs.StringVarP(&f.requestPath, "request-path", "r", "", "file with the AdmissionRequest or AdmissionReview, - for stdin (or --object)")
 	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "file with the policy settings, YAML or JSON (default {})")
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
 	fs.DurationVar(&f.timeout, "timeout", engine.DefaultTimeout, "deadline of one policy invocation")
 	fs.Uint32Var(&f.memoryLimitMiB, "memory-limit", defaultMemoryLimitMiB, "memory limit of the policy instance, in MiB")
 	fs.StringVar(&f.contextDir, "context-dir", "", "answer the policy's Kubernetes host capabilities (get_resource, list_resources_*, can_i) from the objects in this directory (YAML or JSON; SubjectAccessReviews with a status answer can_i)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", `answer the policy's Kubernetes host capabilities from the API server of this kubeconfig ("in-cluster": the Pod's service account)`)
-	_ = cmd.MarkFlagRequired("request-path")
+	f.manifest.register(fs)
 	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
 	cmd.MarkFlagsMutuallyExclusive("context-dir", "kubeconfig")
 }
@@ -62,7 +68,7 @@ func (f *evalFlags) check() error {
 	if f.memoryLimitMiB == 0 || f.memoryLimitMiB > maxMemoryLimitMiB {
 		return fmt.Errorf("invalid --memory-limit %d: must be between 1 and %d MiB", f.memoryLimitMiB, maxMemoryLimitMiB)
 	}
-	return nil
+	return f.checkSource(f.flags)
 }
 
 // evalInputs are the inputs of an evaluation, read and checked before the
@@ -86,14 +92,38 @@ func (a *app) readEvalInputs(args []string, f *evalFlags) (*evalInputs, error) {
 	if in.settings, err = readSettings(f.settingsPath, f.settingsJSON); err != nil {
 		return nil, err
 	}
+	if in.request, err = a.readRequest(f); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// readRequest reads the request of -r, or builds it from --object.
+func (a *app) readRequest(f *evalFlags) (*admission.Request, error) {
+	if f.manifest.objectPath != "" {
+		review, err := manifestReview(&f.manifest)
+		if err != nil {
+			return nil, err
+		}
+		data, err := json.Marshal(review)
+		if err != nil {
+			return nil, fmt.Errorf("build the request of --object: %w", err)
+		}
+		req, err := admission.ParseRequest(data)
+		if err != nil {
+			return nil, fmt.Errorf("build the request of --object %s: %w", f.manifest.objectPath, err)
+		}
+		return req, nil
+	}
 	data, err := a.readFileOrStdin(f.requestPath)
 	if err != nil {
 		return nil, fmt.Errorf("read request: %w", err)
 	}
-	if in.request, err = admission.ParseRequest(data); err != nil {
+	req, err := admission.ParseRequest(data)
+	if err != nil {
 		return nil, fmt.Errorf("read request %s: %w", f.requestPath, err)
 	}
-	return in, nil
+	return req, nil
 }
 
 // readModule reads the MODULE argument: a local path (file:// optional),
@@ -190,15 +220,12 @@ func (a *app) newEngine(ctx context.Context, logger *slog.Logger, in *evalInputs
 	})
 }
 
-// loadModule compiles a module for any command, with the compilation cache
-// of --cache-dir (or the injected one) so every command honours it.
+// loadModule compiles a module for any command but serve, with the
+// compilation cache of --cache-dir or the user's cache directory (or the
+// injected one).
 func (a *app) loadModule(ctx context.Context, name string, module []byte, opts engine.Options) (*engine.Engine, error) {
 	start := time.Now()
-	cache, err := a.compilationCache()
-	if err != nil {
-		return nil, err
-	}
-	opts.CompilationCache = cache
+	opts.CompilationCache = a.compilationCache(ctx, opts.Logger, true)
 	eng, err := engine.New(ctx, module, opts)
 	if err != nil {
 		return nil, fmt.Errorf("load policy %s: %w", name, err)
@@ -208,17 +235,48 @@ func (a *app) loadModule(ctx context.Context, name string, module []byte, opts e
 	return eng, nil
 }
 
-// compilationCache is the wazero compilation cache to compile with: the
-// one the tests inject, or one on disk with --cache-dir, or none.
-func (a *app) compilationCache() (wazero.CompilationCache, error) {
-	if a.global.cacheDir == "" {
-		return a.cache, nil
+// compilationCache is the wazero compilation cache to compile with: on
+// disk in --cache-dir, or without the flag in the user's cache directory
+// when userDefault is set (every command but serve), else the one the
+// tests inject; none with --cache-dir "". A directory that cannot be
+// written means compiling without a cache, logged, never a failed command.
+func (a *app) compilationCache(ctx context.Context, logger *slog.Logger, userDefault bool) wazero.CompilationCache {
+	dir, given := a.global.cacheDir, a.cacheDirFlag != nil && a.cacheDirFlag.Changed
+	if !given {
+		if !userDefault || a.userCacheDir == "" {
+			return a.cache
+		}
+		dir = a.userCacheDir
 	}
-	cache, err := wazero.NewCompilationCacheWithDir(a.global.cacheDir)
+	if dir == "" {
+		return nil
+	}
+	cache, err := openCompilationCache(dir)
 	if err != nil {
-		return nil, fmt.Errorf("open compilation cache %s: %w", a.global.cacheDir, err)
+		level := slog.LevelDebug
+		if given {
+			level = slog.LevelWarn // the user asked for this directory
+		}
+		logger.Log(ctx, level, "compiling without a compilation cache", "dir", dir, "error", err)
+		return nil
 	}
 	// Not closed: wazero requires every runtime using a cache to be
 	// closed first, and the process ends with the command anyway.
-	return cache, nil
+	return cache
+}
+
+// openCompilationCache opens the cache in dir after checking that a file
+// can be written there: wazero reports a failed write as a failed
+// compilation.
+func openCompilationCache(dir string) (wazero.CompilationCache, error) {
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	probe, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return nil, err
+	}
+	probe.Close()
+	return cache, os.Remove(probe.Name())
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
@@ -27,7 +28,18 @@ func main() {
 // given streams and returns the process exit code. Errors are printed once,
 // on stderr, and give exit code 1.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return runWith(ctx, args, deps{stdin: stdin, stdout: stdout, stderr: stderr, policy: embeddedPolicy})
+	return runWith(ctx, args, deps{stdin: stdin, stdout: stdout, stderr: stderr, policy: embeddedPolicy,
+		userCacheDir: userCacheDir()})
+}
+
+// userCacheDir is yunikorn-userinfo/wazero in the user's cache directory
+// ($XDG_CACHE_HOME or ~/.cache on Linux), or "" when there is none.
+func userCacheDir() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, binaryName, "wazero")
 }
 
 // runWith is run with every dependency given, for tests that share a

@@ -72,7 +72,7 @@ func TestRun_argumentErrors(t *testing.T) {
 		want string // the whole stderr line after "Error: ", or a prefix ending in "..."
 	}{
 		{name: "missing request", args: []string{"run", guestPath},
-			want: `required flag(s) "request-path" not set`},
+			want: "want -r REQUEST (an AdmissionRequest or AdmissionReview) or --object FILE --user USER (a manifest and its submitter)"},
 		{name: "both settings sources", args: []string{"run", guestPath, "-r", requestPath, "-s", yamlList, "--settings-json", "{}"},
 			want: "if any flags in the group [settings-path settings-json] are set none of the others can be; [settings-json settings-path] were all set"},
 		{name: "unknown flag", args: []string{"run", "--nope"},

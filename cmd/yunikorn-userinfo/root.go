@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/tetratelabs/wazero"
 )
 
@@ -25,6 +26,10 @@ type deps struct {
 	// cache, when set, is the compilation cache of every engine; tests share
 	// one so the policy is compiled once. --cache-dir overrides it.
 	cache wazero.CompilationCache
+	// userCacheDir is where every command but serve keeps compiled modules
+	// when --cache-dir is not given: main sets it in the user's cache
+	// directory, as kwctl keeps its own; tests leave it empty.
+	userCacheDir string
 	// onListen, if set, is told the addresses serve listens on (tests
 	// listen on port 0).
 	onListen func(webhook, metrics net.Addr)
@@ -42,6 +47,8 @@ type globalFlags struct {
 type app struct {
 	deps
 	global globalFlags
+	// cacheDirFlag tells whether --cache-dir was given.
+	cacheDirFlag *pflag.Flag
 }
 
 // newRootCommand builds the command tree.
@@ -72,7 +79,8 @@ verify, push), oras and cosign.`,
 	pf.StringVar(&a.global.logLevel, "log-level", "warn", "log level: debug, info, warn or error")
 	pf.BoolVarP(&a.global.verbose, "verbose", "v", false, "log at debug level, including the policy's own log lines")
 	pf.StringVar(&a.global.logFormat, "log-format", "text", "log format on stderr: text or json")
-	pf.StringVar(&a.global.cacheDir, "cache-dir", "", "keep compiled modules in this directory (wazero compilation cache); default: compile every time")
+	pf.StringVar(&a.global.cacheDir, "cache-dir", "", `keep compiled modules in this directory (wazero compilation cache); "" compiles every time (default: yunikorn-userinfo/wazero in the user's cache directory, except for serve)`)
+	a.cacheDirFlag = pf.Lookup("cache-dir")
 
 	root.AddCommand(
 		newRunCommand(a),

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -14,21 +16,29 @@ import (
 // runFlags are the flags of `run`.
 type runFlags struct {
 	evalFlags
-	monitor bool
+	monitor      bool
+	printRequest bool
 }
 
 func newRunCommand(a *app) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
-		Use:   "run [MODULE] -r REQUEST [-s SETTINGS | --settings-json JSON]",
+		Use:   "run [MODULE] (-r REQUEST | --object FILE --user USER [--group GROUP]...) [-s SETTINGS | --settings-json JSON]",
 		Short: "Evaluate an admission request with a policy, like kwctl run",
 		Long: `Evaluate one admission request with a Kubewarden waPC policy and print the
 AdmissionResponse as one line of JSON on stdout, as kwctl run does.
 
 MODULE is a local .wasm file (a file:// prefix is accepted); without it the
 embedded yunikorn-user-info policy is used. The request may be a bare
-AdmissionRequest or a full AdmissionReview. The settings are validated with
-the policy's validate_settings first; invalid settings are an error.
+AdmissionRequest or a full AdmissionReview (-r), or be built from an object
+manifest and its submitter (--object, --user, --group) as the API server
+would send it: kind and resource from the object's apiVersion and kind, the
+namespace filled in, system:authenticated (and a service account's groups)
+added, the options of --operation, a fresh uid. The object is taken as
+written: no defaulting, no built-in admission plugin. --print-request
+prints that AdmissionReview instead of evaluating it. The settings are
+validated with the policy's validate_settings first; invalid settings are
+an error.
 
 A failed evaluation (guest error, trap, timeout) is not an error of the
 command: like kwctl, it prints a response with allowed false and code 500.
@@ -45,10 +55,14 @@ Logs go to stderr; use -v to see the policy's own log lines.`,
 	}
 	f.register(cmd)
 	cmd.Flags().BoolVar(&f.monitor, "monitor", false, "monitor mode: print a refusal as an admission of the unchanged object, with a warning")
+	cmd.Flags().BoolVar(&f.printRequest, "print-request", false, "with --object: print the AdmissionReview built instead of evaluating it")
 	return cmd
 }
 
 func (a *app) runRun(ctx context.Context, args []string, f *runFlags) error {
+	if f.printRequest {
+		return a.printRequest(&f.evalFlags)
+	}
 	s, err := a.openEval(ctx, args, &f.evalFlags)
 	if err != nil {
 		return err
@@ -96,4 +110,25 @@ func monitor(ctx context.Context, logger *slog.Logger, req *admission.Request, r
 			"rule", resp.AuditAnnotations["rule"], "message", msg)
 	}
 	return out
+}
+
+// printRequest prints the AdmissionReview --object builds, as JSON that
+// -r reads back.
+func (a *app) printRequest(f *evalFlags) error {
+	if f.manifest.objectPath == "" {
+		return errors.New("--print-request goes with --object: it prints the review built from the manifest (with -r, the file is the review)")
+	}
+	if err := f.checkSource(f.flags); err != nil {
+		return err
+	}
+	review, err := manifestReview(&f.manifest)
+	if err != nil {
+		return err
+	}
+	out, err := json.MarshalIndent(review, "", "  ")
+	if err != nil {
+		return fmt.Errorf("print the request: %w", err)
+	}
+	_, err = fmt.Fprintf(a.stdout, "%s\n", out)
+	return err
 }

@@ -306,10 +306,7 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		logger.InfoContext(ctx, "serving with a self-signed certificate; trust its CA with curl --cacert",
 			"ca_file", filepath.Join(f.selfSignedDir, "ca.crt"))
 	}
-	cache, err := a.compilationCache()
-	if err != nil {
-		return err
-	}
+	cache := a.compilationCache(ctx, logger, false)
 	kubeconfig := f.kubeconfig
 	if kubeconfig == "" && f.contextDir == "" && inClusterCredentials() {
 		kubeconfig = "in-cluster"

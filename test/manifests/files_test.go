@@ -50,6 +50,16 @@ var fileKinds = []fileKind{
 	{name: "GitHub Actions workflow", match: anyOf(glob(".github/workflows/*.yml"), glob(".github/workflows/*.yaml")), check: checkWorkflow},
 	{name: "Helm values of an end-to-end rendering", match: glob("e2e/*/values.yaml"), check: checkE2EValues},
 	{name: "YuniKorn ConfigMaps that migrate converts", match: under("internal/yunikorn/ykconfig/testdata/"), check: checkYuniKornConfigMaps},
+	{name: "Object manifests run --object reads", match: under("testdata/objects/"), check: checkObjectManifest},
+}
+
+// checkObjectManifest: one object with apiVersion, kind and a name, as
+// run --object reads it.
+func checkObjectManifest(t *testing.T, rel string, data []byte) {
+	docs, err := documents(data)
+	require.NoError(t, err)
+	require.Len(t, docs, 1, "%s: run --object reads one object", rel)
+	checkReplayObjects(t, rel, data)
 }
 
 // checkYuniKornConfigMaps: each document is a v1 ConfigMap, or a v1 List of
