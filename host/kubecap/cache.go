@@ -61,7 +61,17 @@ type CacheSpec struct {
 	// whose label selector names a label not kept is refused, since the
 	// cache cannot answer it.
 	Keys map[string][]string `json:"keys,omitempty"`
+	// MaxValueBytes bound, of a kept field that is a map (its dotted
+	// path), the string values of the keys listed, in bytes: a longer
+	// value is kept as TooLongValue, not its bytes, so that what an object
+	// carries under those keys costs the cache at most the bounds.
+	MaxValueBytes map[string]map[string]int `json:"maxValueBytes,omitempty"`
 }
+
+// TooLongValue is what a watch cache keeps in place of a value longer than
+// its bound (CacheSpec.MaxValueBytes); a reader that bounds a value
+// treats it as too long.
+const TooLongValue = "<value too long to cache>"
 
 // labelsKept is the set of label keys s keeps, nil for all.
 func (s CacheSpec) labelsKept() map[string]bool {
@@ -91,6 +101,11 @@ func (s CacheSpec) checkSelector(l labels.Selector) error {
 		}
 	}
 	return nil
+}
+
+// keepsField reports whether s keeps the field at the dotted path.
+func (s CacheSpec) keepsField(path string) bool {
+	return len(s.Fields) == 0 || slices.ContainsFunc(s.Fields, func(f string) bool { return f == path || strings.HasPrefix(path, f+".") })
 }
 
 func (s CacheSpec) resource() Resource { return Resource{APIVersion: s.APIVersion, Kind: s.Kind} }
@@ -140,8 +155,19 @@ func ParseCacheSpecs(data []byte) ([]CacheSpec, error) {
 			if path == "" || slices.Contains(strings.Split(path, "."), "") {
 				return nil, fmt.Errorf("%s.keys: %q is not a dotted path", at, path)
 			}
-			if len(s.Fields) > 0 && !slices.ContainsFunc(s.Fields, func(f string) bool { return f == path || strings.HasPrefix(path, f+".") }) {
+			if !s.keepsField(path) {
 				return nil, fmt.Errorf("%s.keys: %q is not a kept field", at, path)
+			}
+		}
+		for _, path := range slices.Sorted(maps.Keys(s.MaxValueBytes)) {
+			if path == "" || slices.Contains(strings.Split(path, "."), "") || !s.keepsField(path) {
+				return nil, fmt.Errorf("%s.maxValueBytes: %q is not a kept field", at, path)
+			}
+			for _, key := range slices.Sorted(maps.Keys(s.MaxValueBytes[path])) {
+				if n := s.MaxValueBytes[path][key]; n < len(TooLongValue) {
+					return nil, fmt.Errorf("%s.maxValueBytes.%s: the bound of %q, %d, is less than the %d bytes of the marker kept in place of a longer value",
+						at, path, key, n, len(TooLongValue))
+				}
 			}
 		}
 	}
@@ -206,6 +232,15 @@ type keeper struct {
 	indexes []IndexSpec
 	now     func() time.Time
 	keys    map[string]map[string]bool // path of a map: the keys kept
+	bounds  map[string]map[string]int  // path of a map: the bounded keys' bounds
+}
+
+// keeperOf is the keeper of what spec keeps of kind r (a zero spec: the
+// whole object but managedFields).
+func keeperOf(r Resource, spec CacheSpec) *keeper {
+	k := newKeeper(r, spec.Fields).withKeys(spec.Keys)
+	k.bounds = spec.MaxValueBytes
+	return k
 }
 
 // withKeys is k keeping only the listed keys of the maps at those paths.
@@ -272,16 +307,18 @@ func (k *keeper) compact(obj map[string]any) (*cachedObject, error) {
 		}
 	}
 	for path, kept := range k.keys {
-		var m any = obj
-		for _, p := range strings.Split(path, ".") {
-			parent, _ := m.(map[string]any)
-			m = parent[p]
+		m := mapAt(obj, path)
+		for key := range m {
+			if !kept[key] {
+				delete(m, key)
+			}
 		}
-		if m, ok := m.(map[string]any); ok {
-			for key := range m {
-				if !kept[key] {
-					delete(m, key)
-				}
+	}
+	for path, bounds := range k.bounds {
+		m := mapAt(obj, path)
+		for key, n := range bounds {
+			if v, ok := m[key].(string); ok && len(v) > n {
+				m[key] = TooLongValue
 			}
 		}
 	}
@@ -298,6 +335,17 @@ func (k *keeper) compact(obj map[string]any) (*cachedObject, error) {
 	}
 	o.raw = raw
 	return o, nil
+}
+
+// mapAt is the map at the dotted path of obj, nil if there is none.
+func mapAt(obj map[string]any, path string) map[string]any {
+	var v any = obj
+	for _, p := range strings.Split(path, ".") {
+		parent, _ := v.(map[string]any)
+		v = parent[p]
+	}
+	m, _ := v.(map[string]any)
+	return m
 }
 
 // labelIndex indexes the declared label keys of cached objects.

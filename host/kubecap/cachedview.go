@@ -18,7 +18,7 @@ import (
 func CachedView(b Backend, specs []CacheSpec) Backend {
 	v := &cachedView{Backend: b, keepers: map[Resource]*keeper{}, specs: map[Resource]CacheSpec{}}
 	for _, s := range specs {
-		v.keepers[s.resource()] = newKeeper(s.resource(), s.Fields).withKeys(s.Keys)
+		v.keepers[s.resource()] = keeperOf(s.resource(), s)
 		v.specs[s.resource()] = s
 	}
 	return v

@@ -333,7 +333,7 @@ func inNamespace(ns string) string {
 func (c *Cluster) startScope(r Resource, k kindInfo, ns string) *scope {
 	ctx := c.runCtx
 	spec := c.specs[r]
-	keep := newKeeper(r, spec.Fields).withKeys(spec.Keys)
+	keep := keeperOf(r, spec)
 	var ri dynamic.ResourceInterface = c.dynamic.Resource(k.gvr)
 	if ns != "" {
 		ri = c.dynamic.Resource(k.gvr).Namespace(ns)

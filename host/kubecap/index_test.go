@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -326,6 +327,46 @@ func TestCacheSpec_keys(t *testing.T) {
 		`[{"apiVersion":"v1","kind":"Pod","fields":["metadata.name"],"keys":{"metadata.labels":["app"]}}]`:                 `keys: "metadata.labels" is not a kept field`,
 		`[{"apiVersion":"v1","kind":"Pod","keys":{"metadata..labels":["app"]}}]`:                                           `keys: "metadata..labels" is not a dotted path`,
 		`[{"apiVersion":"v1","kind":"Pod","fields":["metadata"],"keys":{"metadata.labels":["app"]},"labelIndex":["app"]}]`: ``,
+	} {
+		_, err := ParseCacheSpecs([]byte(decl))
+		if want == "" {
+			assert.NoError(t, err, decl)
+		} else {
+			assert.ErrorContains(t, err, want, decl)
+		}
+	}
+}
+
+// MaxValueBytes keeps a bounded key's value longer than its bound as
+// TooLongValue: a Pod carrying 255 KiB under a bounded annotation costs the
+// cache a few hundred bytes, the same as one with a short value; shorter
+// values and other keys are kept as they are.
+func TestCacheSpec_maxValueBytes(t *testing.T) {
+	specs, err := ParseCacheSpecs([]byte(`[{"apiVersion":"v1","kind":"Pod","watch":"cluster",
+		"fields":["metadata.name","metadata.namespace","metadata.labels","metadata.annotations"],
+		"keys":{"metadata.annotations":["id","until"]},
+		"maxValueBytes":{"metadata.annotations":{"id":64},"metadata.labels":{"app":64}}}]`))
+	require.NoError(t, err)
+	p := indexPod("a", "p", "etl", "alice", "2026-01-01T00:00:00Z")
+	huge := strings.Repeat("x", 255<<10)
+	p["metadata"].(map[string]any)["annotations"].(map[string]any)["id"] = huge
+	o, err := keeperOf(specs[0].resource(), specs[0]).compact(p)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a","labels":{"app":"etl","user":"alice"},
+		"annotations":{"id":"`+TooLongValue+`","until":"2026-01-01T00:00:00Z"}}}`, string(o.raw))
+	assert.Less(t, len(o.raw), 1<<10, "bytes kept of a Pod with a 255 KiB value")
+
+	exact := indexPod("a", "q", strings.Repeat("y", 64), "alice", "")
+	exact["metadata"].(map[string]any)["annotations"] = map[string]any{"id": strings.Repeat("z", 64)}
+	o, err = keeperOf(specs[0].resource(), specs[0]).compact(exact)
+	require.NoError(t, err)
+	assert.Contains(t, string(o.raw), strings.Repeat("y", 64), "a value of the bound is kept")
+	assert.Contains(t, string(o.raw), strings.Repeat("z", 64), "a value of the bound is kept")
+
+	for decl, want := range map[string]string{
+		`[{"apiVersion":"v1","kind":"Pod","fields":["metadata.name"],"maxValueBytes":{"metadata.labels":{"app":64}}}]`: `maxValueBytes: "metadata.labels" is not a kept field`,
+		`[{"apiVersion":"v1","kind":"Pod","maxValueBytes":{"metadata.labels":{"app":8}}}]`:                            `the bound of "app", 8, is less than the 25 bytes of the marker`,
+		`[{"apiVersion":"v1","kind":"Pod","maxValueBytes":{"metadata.labels":{"app":1024}}}]`:                         ``,
 	} {
 		_, err := ParseCacheSpecs([]byte(decl))
 		if want == "" {
