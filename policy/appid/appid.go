@@ -33,6 +33,25 @@ const (
 	UniqueNamespaceLen = 26
 )
 
+// MaxIDBytes bounds the application IDs this project reads. YuniKorn sets
+// no bound (a label is at most 63 bytes, an annotation up to the 256 KiB
+// of all a Pod's annotations); the IDs that operators and the shim write
+// are under 100 bytes. serve's watch cache of Pods keeps an ID source
+// longer than this as TooLongMarker, not its bytes, so a Pod costs every
+// replica a bounded size whatever it carries, and the ownership check
+// refuses a Pod whose ID is too long (docs/BEHAVIOUR.md §3.5).
+const MaxIDBytes = 1024
+
+// TooLongMarker is what the host's watch cache keeps in place of a value
+// longer than its bound (kubecap.TooLongValue: the host is generic and
+// imports no YuniKorn rule, so the string is written there too, and
+// appindex's tests check that the two agree).
+const TooLongMarker = "<value too long to cache>"
+
+// TooLong reports whether id is an ID this project refuses to read: longer
+// than MaxIDBytes, or the host's marker in place of one.
+func TooLong(id string) bool { return len(id) > MaxIDBytes || id == TooLongMarker }
+
 // Lookup returns the value of a Pod's label or annotation key, "" when it
 // has none (or one that is not a string).
 type Lookup func(key string) string
@@ -40,17 +59,26 @@ type Lookup func(key string) string
 // FromPod is the application ID a Pod names by its labels and
 // annotations, in the shim's order: "" when it names none.
 func FromPod(label, annotation Lookup) string {
-	id := label(LabelCanonical)
-	if id == "" {
-		id = annotation(Annotation)
-	}
-	if id == "" {
-		id = label(Label)
-	}
-	if id == "" {
-		id = label(LabelSpark)
-	}
+	id, _ := Named(label, annotation)
 	return id
+}
+
+// Named is FromPod and where the ID was read, as "label KEY" or
+// "annotation KEY" ("" with no ID).
+func Named(label, annotation Lookup) (id, source string) {
+	if id = label(LabelCanonical); id != "" {
+		return id, "label " + LabelCanonical
+	}
+	if id = annotation(Annotation); id != "" {
+		return id, "annotation " + Annotation
+	}
+	if id = label(Label); id != "" {
+		return id, "label " + Label
+	}
+	if id = label(LabelSpark); id != "" {
+		return id, "label " + LabelSpark
+	}
+	return "", ""
 }
 
 // Of is the application the shim puts a Pod of namespace ns in: the ID

@@ -1,6 +1,7 @@
 package appid
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -31,4 +32,41 @@ func TestResolve(t *testing.T) {
 	// The suffix replacement is not cut, as the shim's is not.
 	p := long + long
 	assert.Equal(t, p+"-"+uid, Resolve("ns", uid, m(LabelCanonical, p+"-uniqueautogen"), none, false))
+	// An ID longer than MaxIDBytes, or the cache's marker in its place,
+	// resolves to the marker, suffix or not.
+	huge := strings.Repeat("x", MaxIDBytes+1)
+	assert.Equal(t, TooLongMarker, Resolve("ns", uid, none, m(Annotation, huge), false))
+	assert.Equal(t, TooLongMarker, Resolve("ns", uid, m(Label, huge+UniqueAutogenSuffix), none, true))
+	assert.Equal(t, TooLongMarker, Resolve("ns", "", none, m(Annotation, TooLongMarker), false))
+	atBound := strings.Repeat("x", MaxIDBytes)
+	assert.Equal(t, atBound, Resolve("ns", uid, none, m(Annotation, atBound), false))
+}
+
+func TestNamed(t *testing.T) {
+	m := func(k, v string) Lookup {
+		return func(key string) string {
+			if key == k {
+				return v
+			}
+			return ""
+		}
+	}
+	none := m("", "")
+	for _, c := range []struct {
+		label, annotation Lookup
+		id, source        string
+	}{
+		{m(LabelCanonical, "a"), m(Annotation, "b"), "a", "label yunikorn.apache.org/app-id"},
+		{m(Label, "a"), m(Annotation, "b"), "b", "annotation yunikorn.apache.org/app-id"},
+		{m(Label, "a"), none, "a", "label applicationId"},
+		{m(LabelSpark, "a"), none, "a", "label spark-app-selector"},
+		{none, none, "", ""},
+	} {
+		id, source := Named(c.label, c.annotation)
+		assert.Equal(t, c.id, id)
+		assert.Equal(t, c.source, source)
+	}
+	assert.True(t, TooLong(TooLongMarker))
+	assert.True(t, TooLong(strings.Repeat("x", MaxIDBytes+1)))
+	assert.False(t, TooLong(strings.Repeat("x", MaxIDBytes)))
 }
