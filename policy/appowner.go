@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -175,6 +176,9 @@ func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, ol
 	if appID == "" {
 		return d // an application of its own
 	}
+	if appID == appid.TooLongMarker {
+		return checkTooLong(d, ao, pod, old != nil && joined(before), before)
+	}
 	oldID := ""
 	if old != nil && joined(before) { // spec.schedulerName is immutable
 		if oldID = ao.resolvedAppID(ns, uid, before.Get("metadata")); oldID == appID {
@@ -206,6 +210,27 @@ func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, ol
 			" may not join it; label it with an application ID of its own (applicationId), or run YuniKorn with admissionController.filtering.generateUniqueAppId"
 	}
 	return checkFound(d, "application ownership", ao.mode, msg+ownerHint)
+}
+
+// checkTooLong applies applicationOwnership to a Pod whose application ID
+// is longer than this policy reads (appid.TooLong): the watch cache keeps
+// such IDs as one marker, so who owns the application cannot be known,
+// and the Pod is refused (enforce) or warned about (warn). YuniKorn itself
+// would accept the ID. An UPDATE that leaves a task's ID as it was is
+// admitted: the Pod is already in its application, and refusing would
+// leave it stuck (its finalizers too).
+func checkTooLong(d decision, ao *appOwnershipSettings, pod gjson.Result, wasTask bool, before gjson.Result) decision {
+	labels, annotations := pod.Get("metadata.labels"), pod.Get("metadata.annotations")
+	id, source := appid.Named(appIDLookup(labels), appIDLookup(annotations))
+	if wasTask && podAppID(before.Get("metadata.labels"), before.Get("metadata.annotations")) == id {
+		return d // already its task
+	}
+	why := "is " + strconv.Itoa(len(id)) + " bytes long, more than the " + strconv.Itoa(appid.MaxIDBytes) + " bytes"
+	if len(id) <= appid.MaxIDBytes {
+		why = "is the marker the host's cache keeps in place of an ID longer than " + strconv.Itoa(appid.MaxIDBytes) + " bytes"
+	}
+	return checkFound(d, "application ownership", ao.mode, "the application ID in "+source+" "+why+
+		" that the application ownership check reads, so who owns its application cannot be checked; use a shorter application ID")
 }
 
 // ownerHint ends a refusal: the owner is not named, since any user who may
