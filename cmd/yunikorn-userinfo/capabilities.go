@@ -20,6 +20,7 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/appindex"
+	"github.com/yunikorn-userinfo/userinfo/policy/appid"
 )
 
 // syncGCPercent is the collector's GOGC while serve waits for the first
@@ -85,6 +86,45 @@ func keepUserLabel(specs []kubecap.CacheSpec, settings json.RawMessage) []kubeca
 		keys["metadata.labels"] = append(slices.Clone(kept), o.UserLabelKey)
 		out[i].Keys = keys
 	}
+	return out
+}
+
+// podResource is the kind whose cache keeps application IDs.
+var podResource = kubecap.Resource{APIVersion: "v1", Kind: "Pod"}
+
+// boundAppIDs bounds, in the cache of Pods, the labels and the annotation
+// that carry an application ID to appid.MaxIDBytes: a longer value is kept
+// as kubecap.TooLongValue, which the policy reads as too long
+// (appid.TooLong), so a Pod costs every replica a bounded size whatever
+// it carries. Whatever declares the Pod cache (the module, --cache), the
+// bound is added, as is a declaration for Pods if there is none.
+func boundAppIDs(specs []kubecap.CacheSpec, resources []kubecap.Resource) []kubecap.CacheSpec {
+	out := slices.Clone(specs)
+	i := slices.IndexFunc(out, func(s kubecap.CacheSpec) bool { return s.APIVersion == podResource.APIVersion && s.Kind == podResource.Kind })
+	if i < 0 {
+		if !slices.Contains(resources, podResource) {
+			return out
+		}
+		out = append(out, kubecap.CacheSpec{APIVersion: podResource.APIVersion, Kind: podResource.Kind})
+		i = len(out) - 1
+	}
+	bounds := map[string]map[string]int{}
+	for path, m := range out[i].MaxValueBytes {
+		bounds[path] = maps.Clone(m)
+	}
+	bound := func(path, key string) {
+		if bounds[path] == nil {
+			bounds[path] = map[string]int{}
+		}
+		if n, ok := bounds[path][key]; !ok || n > appid.MaxIDBytes {
+			bounds[path][key] = appid.MaxIDBytes
+		}
+	}
+	for _, key := range []string{appid.LabelCanonical, appid.Label, appid.LabelSpark} {
+		bound("metadata.labels", key)
+	}
+	bound("metadata.annotations", appid.Annotation)
+	out[i].MaxValueBytes = bounds
 	return out
 }
 
@@ -178,7 +218,7 @@ func capabilityHostCalls(ctx context.Context, logger *slog.Logger, module []byte
 		}
 		specs = kubecap.MergeCacheSpecs(specs, over)
 	}
-	specs = keepUserLabel(specs, o.settings)
+	specs = boundAppIDs(keepUserLabel(specs, o.settings), resources)
 	sync, err := parseResourceList("--sync-before-ready", o.syncBeforeReady)
 	if err != nil {
 		return nil, nil, err

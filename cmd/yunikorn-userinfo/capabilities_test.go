@@ -2,13 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
+	"github.com/yunikorn-userinfo/userinfo/policy/appid"
 )
 
 // contextGuest is the test guest annotated with metadata that declares
@@ -148,4 +151,53 @@ func TestKeepUserLabel(t *testing.T) {
 	assert.Nil(t, got[1].Keys)
 	got = keepUserLabel(specs, []byte(`{}`))
 	assert.Equal(t, []string{"applicationId", "yunikorn.apache.org/username"}, got[0].Keys["metadata.labels"])
+}
+
+// A never-scheduled Pod with a 255 KiB yunikorn.apache.org/app-id
+// annotation keeps a few hundred bytes in serve's Pod cache, as the
+// module declares it and serve adds its bounds, where the declaration
+// alone keeps it whole; every source of an ID is bounded, and a kind
+// with no declaration gets one.
+func TestBoundAppIDs(t *testing.T) {
+	resources, specs, err := contextResources(embeddedPolicy)
+	require.NoError(t, err)
+	huge := strings.Repeat("a", 255<<10)
+	pod := map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"name": "p", "namespace": "ns", "uid": "u-1",
+			"annotations": map[string]any{appid.Annotation: huge, "other": huge}},
+		"spec":   map[string]any{"schedulerName": "yunikorn"},
+		"status": map[string]any{"phase": "Pending"}}
+	data, err := json.Marshal(pod)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pod.json"), data, 0o600))
+	replay, err := kubecap.LoadReplay(dir)
+	require.NoError(t, err)
+	kept := func(specs []kubecap.CacheSpec) int {
+		raw, err := kubecap.CachedView(replay, specs).Get(t.Context(), podResource, "ns", "p", false)
+		require.NoError(t, err)
+		return len(raw)
+	}
+	unbounded := kept(keepUserLabel(specs, nil))
+	bounded := kept(boundAppIDs(keepUserLabel(specs, nil), resources))
+	t.Logf("bytes kept of the Pod: %d without the bound, %d with it", unbounded, bounded)
+	assert.Greater(t, unbounded, 255<<10)
+	assert.Less(t, bounded, 2<<10, "bytes kept of a Pod with a 255 KiB application ID")
+
+	got := boundAppIDs(specs, resources)
+	for _, s := range got {
+		if s.Kind == "Pod" {
+			assert.Equal(t, map[string]map[string]int{
+				"metadata.labels":      {appid.LabelCanonical: appid.MaxIDBytes, appid.Label: appid.MaxIDBytes, appid.LabelSpark: appid.MaxIDBytes},
+				"metadata.annotations": {appid.Annotation: appid.MaxIDBytes},
+			}, s.MaxValueBytes)
+		}
+	}
+	for i := range specs {
+		assert.Nil(t, specs[i].MaxValueBytes, "the declaration is not changed")
+	}
+	got = boundAppIDs(nil, []kubecap.Resource{podResource})
+	require.Len(t, got, 1, "a Pod cache without a declaration is bounded too")
+	assert.Equal(t, appid.MaxIDBytes, got[0].MaxValueBytes["metadata.annotations"][appid.Annotation])
+	assert.Empty(t, boundAppIDs(nil, nil))
 }
