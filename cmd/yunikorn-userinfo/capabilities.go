@@ -100,7 +100,9 @@ var podResource = kubecap.Resource{APIVersion: "v1", Kind: "Pod"}
 // bound is added, as is a declaration for Pods if there is none.
 func boundAppIDs(specs []kubecap.CacheSpec, resources []kubecap.Resource) []kubecap.CacheSpec {
 	out := slices.Clone(specs)
-	i := slices.IndexFunc(out, func(s kubecap.CacheSpec) bool { return s.APIVersion == podResource.APIVersion && s.Kind == podResource.Kind })
+	i := slices.IndexFunc(out, func(s kubecap.CacheSpec) bool {
+		return s.APIVersion == podResource.APIVersion && s.Kind == podResource.Kind
+	})
 	if i < 0 {
 		if !slices.Contains(resources, podResource) {
 			return out

@@ -365,8 +365,8 @@ func TestCacheSpec_maxValueBytes(t *testing.T) {
 
 	for decl, want := range map[string]string{
 		`[{"apiVersion":"v1","kind":"Pod","fields":["metadata.name"],"maxValueBytes":{"metadata.labels":{"app":64}}}]`: `maxValueBytes: "metadata.labels" is not a kept field`,
-		`[{"apiVersion":"v1","kind":"Pod","maxValueBytes":{"metadata.labels":{"app":8}}}]`:                            `the bound of "app", 8, is less than the 25 bytes of the marker`,
-		`[{"apiVersion":"v1","kind":"Pod","maxValueBytes":{"metadata.labels":{"app":1024}}}]`:                         ``,
+		`[{"apiVersion":"v1","kind":"Pod","maxValueBytes":{"metadata.labels":{"app":8}}}]`:                             `the bound of "app", 8, is less than the 25 bytes of the marker`,
+		`[{"apiVersion":"v1","kind":"Pod","maxValueBytes":{"metadata.labels":{"app":1024}}}]`:                          ``,
 	} {
 		_, err := ParseCacheSpecs([]byte(decl))
 		if want == "" {
