@@ -18,6 +18,7 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures/fixturecheck"
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/appindex"
+	"github.com/yunikorn-userinfo/userinfo/policy/appowners"
 )
 
 // TestValidate_fixturesThroughTheIndex runs the case table with a host
@@ -33,7 +34,7 @@ func TestValidate_fixturesThroughTheIndex(t *testing.T) {
 	var specs []kubecap.IndexSpec
 	seen := map[string]bool{}
 	for _, c := range cases {
-		o, on, err := appindex.FromSettings(c.Settings)
+		o, on, err := appowners.FromSettings(string(c.Settings))
 		if err != nil || !on || seen[o.IndexName()] {
 			continue
 		}
@@ -105,13 +106,13 @@ func TestAppIndexOptionsMatchThePolicy(t *testing.T) {
 		if err != nil {
 			continue // refused by validate_settings: serve does not start
 		}
-		o, on, err := appindex.FromSettings(doc)
+		o, on, err := appowners.FromSettings(string(doc))
 		require.NoError(t, err, "%s", doc)
 		policyOn := s.AppOwnership != nil && s.AppOwnership.mode != queueCheckOff
 		assert.Equal(t, policyOn, on, "%s", doc)
 		if policyOn {
 			checked++
-			assert.Equal(t, s.AppOwnership.options(s.UserLabelKey).IndexName(), o.IndexName(), "%s", doc)
+			assert.Equal(t, s.AppOwnership.opts.IndexName(), o.IndexName(), "%s", doc)
 		}
 	}
 	assert.Greater(t, checked, 5)
@@ -134,10 +135,11 @@ func TestAppOwned_indexThenList(t *testing.T) {
 			return []byte(`{"items":[]}`), nil
 		})
 	}
-	name := s.AppOwnership.options("u").IndexName()
+	name := s.AppOwnership.opts.IndexName()
 
 	answer(`{"values":["bob"],"more":false}`, nil)
-	found, err := appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
+	found, missed, err := appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
+	assert.False(t, missed)
 	require.NoError(t, err)
 	assert.True(t, found)
 	require.Len(t, calls, 1, "the index answers alone")
@@ -147,21 +149,27 @@ func TestAppOwned_indexThenList(t *testing.T) {
 		`{"key":`+q.Get("key").Raw+`,"except":`+q.Get("except").Raw+`,"limit":`+q.Get("limit").Raw+`,"exclude":`+q.Get("exclude").Raw+`}`)
 
 	answer(`{"values":[],"more":true}`, nil)
-	found, _ = appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
+	found, _, _ = appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
 	assert.True(t, found, "more values than the limit: owned")
 	answer(`{"values":[],"more":false}`, nil)
-	found, _ = appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
+	found, _, _ = appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
 	assert.False(t, found)
 	assert.Len(t, calls, 1)
 
 	for _, bad := range []struct {
 		answer string
 		err    error
-	}{{"", errors.New("unknown binding")}, {`{"values":"bob"}`, nil}, {`not json`, nil}} {
+		missed bool
+	}{
+		{"", errors.New("unknown binding"), false}, // a Kubewarden host
+		{"", errors.New(`index "` + name + `": no such index`), true},
+		{`{"values":"bob"}`, nil, false}, {`not json`, nil, false},
+	} {
 		answer(bad.answer, bad.err)
-		found, err = appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
+		found, missed, err = appOwned(s.AppOwnership, "etl", "alice", "ns", "p", s)
 		require.NoError(t, err)
 		assert.False(t, found)
+		assert.Equal(t, bad.missed, missed, "%v", bad.err)
 		require.Len(t, calls, 2, "%q: then the list", bad.answer)
 		list := strings.TrimPrefix(calls[1], "kubewarden/kubernetes/list_resources_all ")
 		assert.Equal(t, `spec.schedulerName=yk\,1\=a\\b`, gjson.Get(list, "field_selector").String())

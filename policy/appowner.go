@@ -25,23 +25,23 @@ import (
 
 // appOwnershipSettings say what to do, and for which scheduler's Pods.
 type appOwnershipSettings struct {
-	mode          string // off, warn, enforce (the queue check's modes)
-	schedulerName string
-	// uniqueAppIDs mirrors the scheduler's
-	// admissionController.filtering.generateUniqueAppId: a Pod without an
-	// ID then gets one of its own rather than its namespace's.
-	uniqueAppIDs bool
-	uniqueSet    bool // generateUniqueAppIds was given
-	// completingTimeout is how long yunikorn-core keeps an application
-	// after its last task completed: a finished Pod holds it that long.
-	completingTimeout time.Duration
+	mode string // off, warn, enforce (the queue check's modes)
+	// opts are the model's parameters as appowners.FromSettings reads them
+	// from the whole settings (scheduling.generateUniqueAppIds and
+	// userLabelKey included): the host's index of application owners is
+	// built from the same reading, so the check finds it.
+	opts appowners.Options
+	// uniqueSet: generateUniqueAppIds was given here, as unique
+	// (reconcileScheduling compares it with scheduling's).
+	uniqueSet, unique bool
 }
 
-// parseAppOwnership reads applicationOwnership: a mode, or {mode,
-// schedulerName, generateUniqueAppIds, completingTimeout}.
-func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSettings {
+// parseAppOwnership checks applicationOwnership: a mode, or {mode,
+// schedulerName, generateUniqueAppIds, completingTimeout}. opts are the
+// parameters appowners.FromSettings read from the settings.
+func parseAppOwnership(errs *settingsError, v gjson.Result, opts appowners.Options) *appOwnershipSettings {
 	const key = "settings." + keyAppOwnership
-	a := &appOwnershipSettings{mode: queueCheckOff, schedulerName: appowners.DefaultSchedulerName, completingTimeout: defaultCompletingTimeout}
+	a := &appOwnershipSettings{mode: queueCheckOff, opts: opts}
 	mode := func(path string, m gjson.Result) { parseMode(errs, path, m, &a.mode) }
 	if v.Type == gjson.String {
 		mode(key, v)
@@ -60,13 +60,11 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 		case "schedulerName":
 			if f.Type != gjson.String || strings.TrimSpace(str(f)) == "" {
 				errs.problems = append(errs.problems, path+": must be a non-empty string, got "+describe(f))
-				return
 			}
-			a.schedulerName = str(f)
 		case "generateUniqueAppIds":
-			a.uniqueAppIDs, a.uniqueSet = parseBool(errs, keyAppOwnership+"."+name, f, false), true
+			a.unique, a.uniqueSet = parseBool(errs, keyAppOwnership+"."+name, f, false), true
 		case "completingTimeout":
-			a.completingTimeout = parseCompletingTimeout(errs, path, f)
+			parseCompletingTimeout(errs, path, f)
 		default:
 			errs.problems = append(errs.problems, key+": unknown key "+quote(name)+" (known keys: mode, schedulerName, generateUniqueAppIds, completingTimeout)")
 		}
@@ -77,19 +75,14 @@ func parseAppOwnership(errs *settingsError, v gjson.Result) *appOwnershipSetting
 	return a
 }
 
-// defaultCompletingTimeout is yunikorn-core v1.9's completingTimeout: how
-// long it keeps an application after its last task completed.
-const defaultCompletingTimeout = appowners.DefaultCompletingTimeout
-
-// parseCompletingTimeout reads a non-negative duration such as "30s".
-func parseCompletingTimeout(errs *settingsError, path string, f gjson.Result) time.Duration {
+// parseCompletingTimeout checks a non-negative duration such as "30s".
+func parseCompletingTimeout(errs *settingsError, path string, f gjson.Result) {
 	if f.Type == gjson.String {
 		if d, err := time.ParseDuration(str(f)); err == nil && d >= 0 {
-			return d
+			return
 		}
 	}
 	errs.problems = append(errs.problems, path+": must be a duration of zero or more such as 30s or 1m, got "+describe(f))
-	return defaultCompletingTimeout
 }
 
 // podAppID is the application ID a Pod names (its metadata's labels and
@@ -114,14 +107,14 @@ func appIDLookup(m gjson.Result) appid.Lookup {
 // the Pod gets an application of its own (the -uniqueautogen suffix, or
 // generateUniqueAppIds), which no other Pod can join.
 func (a *appOwnershipSettings) appIDOf(ns string, meta gjson.Result) (id string, generated bool) {
-	return appid.Of(ns, appIDLookup(meta.Get("labels")), appIDLookup(meta.Get("annotations")), a.uniqueAppIDs)
+	return appid.Of(ns, appIDLookup(meta.Get("labels")), appIDLookup(meta.Get("annotations")), a.opts.UniqueAppIDs)
 }
 
 // resolvedAppID is the application the shim gives a Pod of namespace ns
 // with uid and metadata meta (appid.Resolve): "" when it needs a uid the
 // Pod has not got yet, and no other Pod can be in it.
 func (a *appOwnershipSettings) resolvedAppID(ns, uid string, meta gjson.Result) string {
-	return appid.Resolve(ns, uid, appIDLookup(meta.Get("labels")), appIDLookup(meta.Get("annotations")), a.uniqueAppIDs)
+	return appid.Resolve(ns, uid, appIDLookup(meta.Get("labels")), appIDLookup(meta.Get("annotations")), a.opts.UniqueAppIDs)
 }
 
 // attached reports whether the shim has made the Pod p a task of its
@@ -130,7 +123,7 @@ func (a *appOwnershipSettings) resolvedAppID(ns, uid string, meta gjson.Result) 
 // gates cannot be added back) and has not finished (the shim completes a
 // finished Pod's task).
 func (a *appOwnershipSettings) attached(p gjson.Result) bool {
-	if sched := p.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != a.schedulerName {
+	if sched := p.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != a.opts.SchedulerName {
 		return false
 	}
 	return joined(p)
@@ -188,20 +181,28 @@ func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, ol
 	user, _ := recordedIdentity(d, cur, s)
 	name := str(pod.Get("metadata.name"))
 	self := ns + "/" + name
-	found, err := appOwned(ao, appID, user, ns, name, s)
+	found, missed, err := appOwned(ao, appID, user, ns, name, s)
+	// answered is the check's answer, with a warning when the host missed
+	// its index: whatever the answer, the check listed every Pod.
+	answered := func(r decision) decision {
+		if missed {
+			r.warnings = append(r.warnings, indexMissedWarning(ao.opts))
+		}
+		return r
+	}
 	if err != nil {
-		return checkSkipped(d, "application ownership check", "the Pods of application "+appID+" could not be listed: "+err.Error())
+		return answered(checkSkipped(d, "application ownership check", "the Pods of application "+appID+" could not be listed: "+err.Error()))
 	}
 	if !found && oldID != "" {
 		// The shim adds it to the new application and keeps its task in
 		// the old one, which it completes no more: the old application
 		// would stay the Pod's user's for good, with no Pod left to show it.
-		return checkFound(d, "application ownership", ao.mode, "pod "+self+" is already a task of YuniKorn application "+oldID+
+		return answered(checkFound(d, "application ownership", ao.mode, "pod "+self+" is already a task of YuniKorn application "+oldID+
 			": the scheduler would add it to application "+appID+" as well and keep it in "+oldID+
-			" for as long as it runs, so its application cannot change; create a new pod instead")
+			" for as long as it runs, so its application cannot change; create a new pod instead"))
 	}
 	if !found {
-		return d
+		return answered(d)
 	}
 	msg := "application " + appID + " is owned by another user: a pod of user " + user + " may not join it"
 	if appID == appid.Generated(ns) && podAppID(pod.Get("metadata.labels"), pod.Get("metadata.annotations")) == "" {
@@ -209,7 +210,17 @@ func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, ol
 			", which is owned by another user: a pod of user " + user +
 			" may not join it; label it with an application ID of its own (applicationId), or run YuniKorn with admissionController.filtering.generateUniqueAppId"
 	}
-	return checkFound(d, "application ownership", ao.mode, msg+ownerHint)
+	return answered(checkFound(d, "application ownership", ao.mode, msg+ownerHint))
+}
+
+// indexMissedWarning is the warning on every answer whose ownership check
+// asked this project's host for an index of application owners that it
+// does not keep (settings changed since it started): the Pods were listed
+// instead, which costs what the cluster holds and misses deleted Pods.
+func indexMissedWarning(o appowners.Options) string {
+	return "application ownership: this host keeps no index of application owners for these settings (" + o.IndexName() +
+		"), so every Pod of scheduler " + o.SchedulerName + " was listed, which grows with the cluster and cannot see deleted Pods; " +
+		"restart the webhook with the settings in force"
 }
 
 // checkTooLong applies applicationOwnership to a Pod whose application ID
@@ -244,12 +255,15 @@ const podListFields = `["metadata.name","metadata.namespace","metadata.uid","met
 // whether a Pod of another user, other than the Pod ns/name, is a task of
 // it that the shim still counts. The host's index of application owners
 // answers where it has one for these settings (serve, run); elsewhere
-// (policy-server) the Pods are listed (appOwnedByList).
-func appOwned(ao *appOwnershipSettings, appID, user, ns, name string, s *Settings) (bool, error) {
-	if found, ok := appOwnedByIndex(ao.options(s.UserLabelKey), appID, user, ns, name); ok {
-		return found, nil
+// (policy-server) the Pods are listed (appOwnedByList). missed: the host
+// keeps indexes, but none for these settings.
+func appOwned(ao *appOwnershipSettings, appID, user, ns, name string, s *Settings) (found, missed bool, err error) {
+	found, ok, missed := appOwnedByIndex(ao.opts, appID, user, ns, name)
+	if ok {
+		return found, false, nil
 	}
-	return appOwnedByList(ao, appID, user, ns+"/"+name, s)
+	found, err = appOwnedByList(ao, appID, user, ns+"/"+name, s)
+	return found, missed, err
 }
 
 // The host capability of this project's hosts that answers from an index
@@ -260,13 +274,18 @@ const (
 	indexValues    = "values"
 )
 
+// indexMissing is how this project's hosts say that they keep no index of
+// the name asked (host/kubecap's ErrNoIndex).
+const indexMissing = "no such index"
+
 // appOwnedByIndex asks the host's index of application owners whether
 // application appID has an owner other than user, the Pod ns/name aside:
 // an answer of at most one user, whatever the size of the cluster. ok is
 // false where the host offers no such index for these options (a
 // Kubewarden host, or settings changed since the host started): any
 // error means that the Pods must be listed instead, which is as exact.
-func appOwnedByIndex(o appowners.Options, appID, user, ns, name string) (found, ok bool) {
+// missed: the host answers the capability but keeps no index of this name.
+func appOwnedByIndex(o appowners.Options, appID, user, ns, name string) (found, ok, missed bool) {
 	b := make([]byte, 0, 256)
 	b = append(b, `{"index":`...)
 	b = appendJSONString(b, o.IndexName())
@@ -280,14 +299,17 @@ func appOwnedByIndex(o appowners.Options, appID, user, ns, name string) (found, 
 	b = appendJSONString(b, name)
 	b = append(b, `}}`...)
 	out, err := callHost(indexBinding, indexNamespace, indexValues, b)
-	if err != nil || !gjson.ValidBytes(out) {
-		return false, false
+	if err != nil {
+		return false, false, strings.Contains(err.Error(), indexMissing)
+	}
+	if !gjson.ValidBytes(out) {
+		return false, false, false
 	}
 	values := gjson.GetBytes(out, "values")
 	if !values.IsArray() {
-		return false, false
+		return false, false, false
 	}
-	return len(values.Array()) > 0 || gjson.GetBytes(out, "more").Bool(), true
+	return len(values.Array()) > 0 || gjson.GetBytes(out, "more").Bool(), true, false
 }
 
 // appOwnedByList answers appOwned from a list of the scheduler's Pods
@@ -300,7 +322,7 @@ func appOwnedByIndex(o appowners.Options, appID, user, ns, name string) (found, 
 // keeps the application that long. A deleted Pod, which yunikorn-core
 // also keeps that long, is not in the list: only the index sees it.
 func appOwnedByList(ao *appOwnershipSettings, appID, user, self string, s *Settings) (bool, error) {
-	items, err := listPods("spec.schedulerName=" + escapeFieldValue(ao.schedulerName))
+	items, err := listPods("spec.schedulerName=" + escapeFieldValue(ao.opts.SchedulerName))
 	if err != nil {
 		return false, err
 	}
@@ -309,7 +331,7 @@ func appOwnedByList(ao *appOwnershipSettings, appID, user, self string, s *Setti
 	items.ForEach(func(_, p gjson.Result) bool {
 		meta := p.Get("metadata")
 		ns := str(meta.Get("namespace"))
-		if sched := p.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != ao.schedulerName {
+		if sched := p.Get("spec.schedulerName"); sched.Type != gjson.String || str(sched) != ao.opts.SchedulerName {
 			return true
 		}
 		if g := p.Get("spec.schedulingGates"); g.IsArray() && len(g.Array()) > 0 {
@@ -362,14 +384,7 @@ func (a *appOwnershipSettings) completing(p gjson.Result, now time.Time) bool {
 		return true
 	})
 	last, known := appowners.Latest(times)
-	return now.Before(a.options("").HeldUntil(last, known, now))
-}
-
-// options are the model's parameters for the host's index, with the
-// settings' userLabelKey.
-func (a *appOwnershipSettings) options(userLabelKey string) appowners.Options {
-	return appowners.Options{SchedulerName: a.schedulerName, UniqueAppIDs: a.uniqueAppIDs,
-		CompletingTimeout: a.completingTimeout, UserLabelKey: userLabelKey}
+	return now.Before(a.opts.HeldUntil(last, known, now))
 }
 
 // unbound reports whether a Pod (as pm has it) is not yet bound to a node:

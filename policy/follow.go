@@ -2,6 +2,7 @@ package main
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -268,7 +269,8 @@ func applyFollowed(base *Settings, flat flatConfig, where string) (*Settings, []
 		eff.ExternalGroups = compile(f)
 	}
 	// The filtering keys: into scheduling when the policy does the
-	// scheduling jobs; generateUniqueAppId into applicationOwnership too.
+	// scheduling jobs; generateUniqueAppId compared with
+	// applicationOwnership's.
 	if base.Scheduling != nil || base.AppOwnership != nil {
 		var sc *schedulingSettings
 		if base.Scheduling != nil {
@@ -289,15 +291,16 @@ func applyFollowed(base *Settings, flat flatConfig, where string) (*Settings, []
 				}
 			}
 		}
-		if f, ok := use(m.Bool(acconf.KeyGenerateUniqueAppID, keyScheduling+".generateUniqueAppIds", false)); ok {
-			if sc != nil {
-				sc.uniqueAppIDs = f.Bool
-			}
-			if base.AppOwnership != nil {
-				ao := *base.AppOwnership
-				ao.uniqueAppIDs = f.Bool
-				eff.AppOwnership = &ao
-			}
+		// YuniKorn's admission controller reads generateUniqueAppId
+		// live, its scheduler only when it starts: the ID the scheduling
+		// jobs write follows it, the ownership model keeps its settings'
+		// value and says when the two differ.
+		unique := m.Bool(acconf.KeyGenerateUniqueAppID, keyScheduling+".generateUniqueAppIds", false)
+		if f, ok := use(unique); ok && sc != nil {
+			sc.uniqueAppIDs = f.Bool
+		}
+		if ao := base.AppOwnership; ao != nil && ao.mode != queueCheckOff && !unique.Invalid && unique.Bool != ao.opts.UniqueAppIDs {
+			warnings = append(warnings, uniqueAppIDsApart(unique, ao.opts.UniqueAppIDs, where))
 		}
 	}
 	for _, n := range m.Notes {
@@ -308,4 +311,23 @@ func applyFollowed(base *Settings, flat flatConfig, where string) (*Settings, []
 		}
 	}
 	return &eff, warnings
+}
+
+// uniqueAppIDsApart is the warning on every answer while the followed
+// generateUniqueAppId (unique, as YuniKorn's scheduler would read it when
+// it starts) is not the ownership model's (model, from the settings).
+// YuniKorn's scheduler reads the key only when it starts (k8shim v1.9
+// pkg/conf: "restart required"), so a running scheduler may still use the
+// other value, which this policy cannot see: the model keeps the settings'
+// value, which the operator changes when the scheduler restarts.
+func uniqueAppIDsApart(unique acconf.Field, model bool, where string) string {
+	value := "is " + strconv.FormatBool(unique.Bool)
+	if !unique.Set {
+		value = "is not set (YuniKorn's default: false)"
+	}
+	return keyFollow + ": " + acconf.KeyGenerateUniqueAppID + " in " + where + " " + value + ", while " + keyAppOwnership +
+		" checks with generateUniqueAppIds " + strconv.FormatBool(model) + " from its settings. YuniKorn's scheduler reads the key " +
+		"only when it starts (restart required), so the check does not follow it: once the scheduler runs with " +
+		strconv.FormatBool(unique.Bool) + ", set settings." + keyAppOwnership + ".generateUniqueAppIds (or " + keyScheduling +
+		"'s) to " + strconv.FormatBool(unique.Bool) + " and restart the webhook"
 }

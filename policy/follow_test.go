@@ -171,6 +171,46 @@ func TestFollow_typoKeepsTheLastGood(t *testing.T) {
 	assert.False(t, r.Get("warnings").Exists(), r.Raw)
 }
 
+// TestFollow_generateUniqueAppIdNotForOwnership: YuniKorn's scheduler
+// reads generateUniqueAppId only when it starts, so the ownership model
+// keeps its settings' value while the ConfigMap says otherwise (an
+// unlabelled Pod is still checked against its namespace's application),
+// and every answer says that the two are apart; the scheduling jobs,
+// YuniKorn's admission controller's, follow it at once.
+func TestFollow_generateUniqueAppIdNotForOwnership(t *testing.T) {
+	settings := `{"followYuniKornConfig":{"namespace":"yk"},"applicationOwnership":"enforce"}`
+	s, err := parseSettings(gjson.Parse(settings))
+	require.NoError(t, err)
+	f := &fakeYuniKorn{configs: data("admissionController.filtering.generateUniqueAppId", "true"), rv: "1"}
+	f.install(t)
+	eff, warnings := followed(s)
+	assert.False(t, eff.AppOwnership.opts.UniqueAppIDs, "the settings' value")
+	assert.Equal(t, s.AppOwnership.opts.IndexName(), eff.AppOwnership.opts.IndexName(), "the index serve keeps for the settings")
+	assert.Equal(t, []string{`followYuniKornConfig: admissionController.filtering.generateUniqueAppId in yk/yunikorn-configs is true, ` +
+		`while applicationOwnership checks with generateUniqueAppIds false from its settings. YuniKorn's scheduler reads the key only when it ` +
+		`starts (restart required), so the check does not follow it: once the scheduler runs with true, set ` +
+		`settings.applicationOwnership.generateUniqueAppIds (or scheduling's) to true and restart the webhook`}, warnings)
+
+	f.configs, f.rv = data(), "2"
+	_, warnings = followed(s)
+	assert.Empty(t, warnings, "not set: YuniKorn's default false, as the settings")
+
+	unique, err := parseSettings(gjson.Parse(`{"followYuniKornConfig":{"namespace":"yk"},"applicationOwnership":{"mode":"warn","generateUniqueAppIds":true},"scheduling":{}}`))
+	require.NoError(t, err)
+	eff, warnings = followed(unique)
+	assert.True(t, eff.AppOwnership.opts.UniqueAppIDs)
+	assert.True(t, eff.Scheduling.uniqueAppIDs, "not set: the settings' value")
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0], "generateUniqueAppId in yk/yunikorn-configs is not set (YuniKorn's default: false), while applicationOwnership checks with generateUniqueAppIds true")
+
+	f.configs, f.rv = data("admissionController.filtering.generateUniqueAppId", "false"), "3"
+	eff, warnings = followed(unique)
+	assert.True(t, eff.AppOwnership.opts.UniqueAppIDs)
+	assert.False(t, eff.Scheduling.uniqueAppIDs, "the scheduling jobs follow the ConfigMap at once")
+	require.Len(t, warnings, 1)
+	assert.Contains(t, warnings[0], "generateUniqueAppId in yk/yunikorn-configs is false, while applicationOwnership checks with generateUniqueAppIds true")
+}
+
 // TestFollow_unreadable: ConfigMaps that cannot be read keep the rules
 // last read, else the settings', and say so; neither ConfigMap existing
 // is the settings' values, said too.

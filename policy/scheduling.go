@@ -113,7 +113,8 @@ func parseScheduling(errs *settingsError, warnings *[]string, v gjson.Result) *s
 // reconcileScheduling makes applicationOwnership and scheduling agree on
 // generateUniqueAppIds: both describe how the IDs of Pods without one are
 // made, which with scheduling on this policy does itself. One given sets
-// the other; both given and different is an error.
+// the other (applicationOwnership's from scheduling's is
+// appowners.FromSettings's rule); both given and different is an error.
 //
 // It also warns when the queue check or application ownership look at
 // another scheduler's Pods than the one the jobs write.
@@ -134,13 +135,11 @@ func reconcileScheduling(errs *settingsError, s *Settings) {
 		return
 	}
 	switch {
-	case sc.uniqueSet && ao.uniqueSet && sc.uniqueAppIDs != ao.uniqueAppIDs:
+	case sc.uniqueSet && ao.uniqueSet && sc.uniqueAppIDs != ao.unique:
 		errs.problems = append(errs.problems, "settings."+keyScheduling+".generateUniqueAppIds and settings."+keyAppOwnership+
 			".generateUniqueAppIds differ: both say how the IDs of Pods without one are made, which the scheduling jobs do; set one of them")
-	case sc.uniqueSet:
-		ao.uniqueAppIDs = sc.uniqueAppIDs
-	case ao.uniqueSet:
-		sc.uniqueAppIDs = ao.uniqueAppIDs
+	case !sc.uniqueSet && ao.uniqueSet:
+		sc.uniqueAppIDs = ao.unique
 	}
 }
 
@@ -169,7 +168,7 @@ func schedulerOfAO(a *appOwnershipSettings) string {
 	if a == nil {
 		return ""
 	}
-	return a.schedulerName
+	return a.opts.SchedulerName
 }
 
 // triState is a namespace annotation as YuniKorn's namespace cache reads

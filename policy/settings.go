@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/yunikorn-userinfo/userinfo/policy/appowners"
 	"github.com/yunikorn-userinfo/userinfo/policy/boundedre"
 	"github.com/yunikorn-userinfo/userinfo/policy/jsonx"
 	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
@@ -125,6 +126,9 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 	if !isObject(raw) {
 		return nil, &settingsError{problems: []string{"settings: must be a JSON object, got " + typeName(raw)}}
 	}
+	// The ownership model's parameters, read as the host reads them for
+	// its index; what is wrong in them is found below.
+	ownership, _, _ := appowners.FromSettings(raw.Raw)
 	seen := map[string]bool{}
 	raw.ForEach(func(k, v gjson.Result) bool {
 		key := str(k)
@@ -149,7 +153,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 		case keyWorkloads:
 			s.Workloads = parseWorkloads(&errs, &s.Warnings, v)
 		case keyAppOwnership:
-			s.AppOwnership = parseAppOwnership(&errs, v)
+			s.AppOwnership = parseAppOwnership(&errs, v, ownership)
 		case keyScheduling:
 			s.Scheduling = parseScheduling(&errs, &s.Warnings, v)
 		case keyFollow:

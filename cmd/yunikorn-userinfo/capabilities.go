@@ -21,6 +21,7 @@ import (
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
 	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/appindex"
 	"github.com/yunikorn-userinfo/userinfo/policy/appid"
+	"github.com/yunikorn-userinfo/userinfo/policy/appowners"
 )
 
 // syncGCPercent is the collector's GOGC while serve waits for the first
@@ -72,7 +73,7 @@ type capabilityOptions struct {
 // cache keeps, where the declaration keeps only some: the policy reads a
 // Pod's user from it when the Pod has no user.info.
 func keepUserLabel(specs []kubecap.CacheSpec, settings json.RawMessage) []kubecap.CacheSpec {
-	o, _, err := appindex.FromSettings(settings)
+	o, _, err := appowners.FromSettings(string(settings))
 	if err != nil {
 		return specs
 	}
@@ -135,7 +136,7 @@ func boundAppIDs(specs []kubecap.CacheSpec, resources []kubecap.Resource) []kube
 // among the module's resources. Settings this cannot read are left to the
 // policy's validate_settings to refuse.
 func appIndexes(logger *slog.Logger, settings json.RawMessage, resources []kubecap.Resource) []kubecap.IndexSpec {
-	o, on, err := appindex.FromSettings(settings)
+	o, on, err := appowners.FromSettings(string(settings))
 	if err != nil {
 		logger.Warn("no index of application owners", "error", err)
 		return nil

@@ -2,15 +2,20 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
+	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 	"github.com/yunikorn-userinfo/userinfo/policy/appid"
 )
 
@@ -200,4 +205,97 @@ func TestBoundAppIDs(t *testing.T) {
 	require.Len(t, got, 1, "a Pod cache without a declaration is bounded too")
 	assert.Equal(t, appid.MaxIDBytes, got[0].MaxValueBytes["metadata.annotations"][appid.Annotation])
 	assert.Empty(t, boundAppIDs(nil, nil))
+}
+
+// hostCalls is the count of yunikorn_userinfo_host_calls_total for
+// operation and outcome in a scrape (0 when the series is absent).
+func hostCalls(metrics, operation, outcome string) int {
+	prefix := `yunikorn_userinfo_host_calls_total{operation="` + operation + `",outcome="` + outcome + `"} `
+	for line := range strings.Lines(metrics) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+			n, _ := strconv.Atoi(rest)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestServe_ownerIndexForEverySetting starts serve with each setting that
+// feeds the index of application owners (applicationOwnership's own key,
+// scheduling.generateUniqueAppIds, the defaults, and followYuniKornConfig
+// with a ConfigMap that sets generateUniqueAppId, which the model does not
+// follow): every ownership check is answered by the index, and no Pod is
+// listed. A host that keeps the index for other settings (changed by a
+// reload) is missed: the answer says so, and the metric counts it.
+func TestServe_ownerIndexForEverySetting(t *testing.T) {
+	cases, err := fixtures.Load()
+	require.NoError(t, err)
+	i := slices.IndexFunc(cases, func(c fixtures.Case) bool { return c.Name == "pod/app-ownership/global/another-namespaces-application" })
+	require.GreaterOrEqual(t, i, 0)
+	joins := wrapReview(cases[i].Request) // bob's Pod labelled with alice's application
+	tlsf := newTLSFiles(t)
+	client := tlsf.client(t, nil)
+	cache := compilationCache(t)
+	refused := func(t *testing.T, s *server) (warnings []string) {
+		t.Helper()
+		status, body := postReview(t, client, s.url, joins)
+		require.Equal(t, http.StatusOK, status)
+		var r struct {
+			Response struct {
+				Allowed  bool     `json:"allowed"`
+				Warnings []string `json:"warnings"`
+				Status   struct {
+					Message string `json:"message"`
+				} `json:"status"`
+			} `json:"response"`
+		}
+		require.NoError(t, json.Unmarshal(body, &r), "%s", body)
+		assert.False(t, r.Response.Allowed, "%s", body)
+		assert.Contains(t, r.Response.Status.Message, "application etl-alice is owned by another user")
+		return r.Response.Warnings
+	}
+	for _, tc := range []struct{ name, settings, warning string }{
+		{"own key", `{"applicationOwnership":{"mode":"enforce","generateUniqueAppIds":true}}`, ""},
+		{"scheduling's key", `{"applicationOwnership":"enforce","scheduling":{"generateUniqueAppIds":true}}`, ""},
+		{"defaults", `{"applicationOwnership":"enforce"}`, ""},
+		{"followed ConfigMap", `{"applicationOwnership":"enforce","followYuniKornConfig":{"namespace":"yunikorn-follow-unique"}}`,
+			"admissionController.filtering.generateUniqueAppId in yunikorn-follow-unique/yunikorn-configs is true, while applicationOwnership checks with generateUniqueAppIds false"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "--settings-json", tc.settings,
+				"--context-dir", fixtures.ClusterDir())
+			for range 3 {
+				warnings := refused(t, s)
+				if tc.warning == "" {
+					assert.Empty(t, warnings)
+				} else {
+					require.Len(t, warnings, 1)
+					assert.Contains(t, warnings[0], tc.warning)
+				}
+			}
+			metrics := scrape(t, s.metrics)
+			assert.Equal(t, 3, hostCalls(metrics, "index_values", "ok"), "every check asked the index")
+			assert.NotContains(t, metrics, `operation="list_resources_all"`, "no Pod was listed")
+			assert.Zero(t, hostCalls(metrics, "index_values", "missed"))
+		})
+	}
+
+	t.Run("missed", func(t *testing.T) {
+		settingsFile := filepath.Join(t.TempDir(), "settings.json")
+		writeAtomically(t, settingsFile, []byte(`{"applicationOwnership":"enforce"}`))
+		s := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile, "-s", settingsFile,
+			"--settings-reload-interval", "20ms", "--context-dir", fixtures.ClusterDir())
+		assert.Empty(t, refused(t, s))
+		writeAtomically(t, settingsFile, []byte(`{"applicationOwnership":{"mode":"enforce","completingTimeout":"1m"}}`))
+		require.Eventually(t, func() bool { return len(refused(t, s)) > 0 }, 10*time.Second, 20*time.Millisecond, "the new settings apply")
+		before := scrape(t, s.metrics)
+		for range 2 {
+			warnings := refused(t, s)
+			require.Len(t, warnings, 1, "the index kept for the settings at start is not this one")
+			assert.Contains(t, warnings[0], "application ownership: this host keeps no index of application owners for these settings")
+		}
+		after := scrape(t, s.metrics)
+		assert.Equal(t, 2, hostCalls(after, "index_values", "missed")-hostCalls(before, "index_values", "missed"), "every miss counted")
+		assert.Equal(t, 2, hostCalls(after, "list_resources_all", "ok")-hostCalls(before, "list_resources_all", "ok"), "listed instead")
+	})
 }

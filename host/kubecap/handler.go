@@ -102,6 +102,8 @@ func (h *handler) call(ctx context.Context, binding, namespace, operation string
 	switch {
 	case errors.Is(err, errRefused):
 		outcome = "refused"
+	case errors.Is(err, ErrNoIndex):
+		outcome = "missed" // the policy lists instead, and says so
 	case err != nil:
 		outcome = "error"
 	}

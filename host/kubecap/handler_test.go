@@ -147,7 +147,8 @@ func TestHostCalls_observe(t *testing.T) {
 	_, _ = h(ctx, "kubewarden", "kubernetes", OpGetResource, []byte(`{"api_version":"v1","kind":"Pod","name":"web","namespace":"default"}`))
 	_, _ = h(ctx, "kubewarden", "kubernetes", OpListResourcesAll, []byte(`{"api_version":"v1","kind":"Secret"}`))
 	_, _ = h(ctx, "kubewarden", "kubernetes", "x\x00garbage", []byte(`{}`))
-	assert.Equal(t, []string{"get_resource ok", "list_resources_all refused", "other error"}, seen)
+	_, _ = h(ctx, IndexBinding, IndexNamespace, OpIndexValues, []byte(`{"index":"not kept","key":"k","limit":1}`))
+	assert.Equal(t, []string{"get_resource ok", "list_resources_all refused", "other error", "index_values missed"}, seen)
 }
 
 // TestRequests_policySDK: the payloads policy-sdk-go's helpers send decode

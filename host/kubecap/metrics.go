@@ -7,8 +7,8 @@ import (
 )
 
 // Metrics count the capability calls by operation (the four, index_values
-// or "other") and outcome ("ok", "error", "refused"): a fixed set of
-// series.
+// or "other") and outcome ("ok", "error", "refused", "missed": an index
+// the host does not keep): a fixed set of series.
 type Metrics struct {
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -20,7 +20,7 @@ func NewMetrics(prefix string) *Metrics {
 	return &Metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: prefix + "host_calls_total",
-			Help: "Kubernetes host capability calls of the policy, by operation and outcome (ok, error, refused).",
+			Help: "Kubernetes host capability calls of the policy, by operation and outcome (ok, error, refused, missed: an index this host does not keep).",
 		}, []string{"operation", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    prefix + "host_call_duration_seconds",

@@ -5,12 +5,20 @@
 // application, which label names a user; the index's name, which spells
 // them all, so that a policy with other parameters finds no index rather
 // than a wrong one; and when a finished Pod stops holding its
-// application. It is TinyGo-safe: the policy module imports it.
+// application; and FromSettings, the one reading of those parameters from
+// the policy's settings, which the policy and the host both call. It is
+// TinyGo-safe: the policy module imports it.
 package appowners
 
 import (
+	"errors"
 	"strconv"
 	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/jsontext"
+	"github.com/yunikorn-userinfo/userinfo/policy/userinfo"
 )
 
 // Defaults of the model's parameters: YuniKorn's scheduler name, and
@@ -48,6 +56,56 @@ func (o Options) IndexName() string {
 	b = append(b, " userLabel="...)
 	b = strconv.AppendQuote(b, o.UserLabelKey)
 	return string(b)
+}
+
+// FromSettings reads the model's options from the policy's settings (a
+// JSON object, as validate_settings accepted it): applicationOwnership (a
+// mode, or an object with mode, schedulerName, generateUniqueAppIds and
+// completingTimeout), scheduling.generateUniqueAppIds (the default of
+// applicationOwnership's: both say how the IDs of Pods without one are
+// made) and userLabelKey, each else its default. on is false when the
+// check is off. The policy takes its options from here and the host
+// builds its index from here, so the two cannot name different indexes.
+// YuniKorn's ConfigMaps never change them: the scheduler reads
+// generateUniqueAppId only when it starts (docs/BEHAVIOUR.md §3.11).
+func FromSettings(settings string) (o Options, on bool, err error) {
+	o = Options{SchedulerName: DefaultSchedulerName, CompletingTimeout: DefaultCompletingTimeout, UserLabelKey: userinfo.DefaultLabelKey}
+	if settings == "" {
+		return o, false, nil
+	}
+	if !gjson.Valid(settings) {
+		return o, false, errors.New("read the settings for the application index: not valid JSON")
+	}
+	doc := gjson.Parse(settings)
+	if v := doc.Get("userLabelKey"); v.Type == gjson.String {
+		o.UserLabelKey = jsontext.Str(v)
+	}
+	if v := doc.Get("scheduling.generateUniqueAppIds"); v.IsBool() {
+		o.UniqueAppIDs = v.Bool()
+	}
+	a := doc.Get("applicationOwnership")
+	if a.Type == gjson.String {
+		mode := jsontext.Str(a)
+		return o, mode != "" && mode != "off", nil
+	}
+	if !a.IsObject() {
+		return o, false, nil
+	}
+	if v := a.Get("schedulerName"); v.Type == gjson.String {
+		o.SchedulerName = jsontext.Str(v)
+	}
+	if v := a.Get("generateUniqueAppIds"); v.IsBool() {
+		o.UniqueAppIDs = v.Bool()
+	}
+	if v := a.Get("completingTimeout"); v.Exists() {
+		d, err := time.ParseDuration(jsontext.Str(v))
+		if v.Type != gjson.String || err != nil || d < 0 {
+			return o, false, errors.New("settings.applicationOwnership.completingTimeout: " + v.Raw + " is not a duration of zero or more")
+		}
+		o.CompletingTimeout = d
+	}
+	mode := jsontext.Str(a.Get("mode"))
+	return o, mode != "" && mode != "off", nil
 }
 
 // Finished reports whether a Pod in phase has finished: the shim

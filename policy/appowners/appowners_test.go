@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Each parameter changes the index's name: a policy with other settings
@@ -43,4 +44,45 @@ func TestHeldUntil(t *testing.T) {
 	assert.True(t, Finished("Failed"))
 	assert.False(t, Finished("Running"))
 	assert.False(t, Finished(""))
+}
+
+// FromSettings is the one reading of the model's parameters: each way the
+// settings give them, and their defaults.
+func TestFromSettings(t *testing.T) {
+	def := Options{SchedulerName: "yunikorn", CompletingTimeout: 30 * time.Second, UserLabelKey: "yunikorn.apache.org/username"}
+	unique := def
+	unique.UniqueAppIDs = true
+	for _, tc := range []struct {
+		settings string
+		want     Options
+		on       bool
+		err      string
+	}{
+		{`{}`, def, false, ""},
+		{``, def, false, ""},
+		{`{"applicationOwnership":"off"}`, def, false, ""},
+		{`{"applicationOwnership":"warn"}`, def, true, ""},
+		{`{"applicationOwnership":{"mode":"enforce","schedulerName":"yk","generateUniqueAppIds":true,"completingTimeout":"1m"},"userLabelKey":"user"}`,
+			Options{SchedulerName: "yk", UniqueAppIDs: true, CompletingTimeout: time.Minute, UserLabelKey: "user"}, true, ""},
+		{`{"applicationOwnership":{"mode":"off","schedulerName":"yk"}}`, Options{SchedulerName: "yk", CompletingTimeout: 30 * time.Second, UserLabelKey: "yunikorn.apache.org/username"}, false, ""},
+		// scheduling's generateUniqueAppIds is the default of applicationOwnership's.
+		{`{"applicationOwnership":"enforce","scheduling":{"generateUniqueAppIds":true}}`, unique, true, ""},
+		{`{"scheduling":{"generateUniqueAppIds":true},"applicationOwnership":{"mode":"warn"}}`, unique, true, ""},
+		{`{"applicationOwnership":{"mode":"warn","generateUniqueAppIds":true},"scheduling":{}}`, unique, true, ""},
+		{`{"applicationOwnership":{"mode":"warn","generateUniqueAppIds":false},"scheduling":{"generateUniqueAppIds":true}}`, def, true, ""},
+		// YuniKorn's ConfigMaps are no settings of the model.
+		{`{"applicationOwnership":"enforce","followYuniKornConfig":true}`, def, true, ""},
+		{`{"applicationOwnership":{"mode":"enforce","completingTimeout":"-1s"}}`, def, false, `completingTimeout: "-1s" is not a duration`},
+		{`{"applicationOwnership":7}`, def, false, ""},
+		{`[`, def, false, "read the settings"},
+	} {
+		o, on, err := FromSettings(tc.settings)
+		if tc.err != "" {
+			assert.ErrorContains(t, err, tc.err, tc.settings)
+			continue
+		}
+		require.NoError(t, err, tc.settings)
+		assert.Equal(t, tc.want, o, tc.settings)
+		assert.Equal(t, tc.on, on, tc.settings)
+	}
 }

@@ -11,8 +11,6 @@
 package appindex
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
@@ -80,56 +78,4 @@ func lookup(m map[string]any) appid.Lookup {
 		v, _ := m[key].(string)
 		return v
 	}
-}
-
-// FromSettings reads the model's options from the policy's settings (JSON,
-// as validate_settings accepted them): applicationOwnership (a mode, or an
-// object with mode, schedulerName, generateUniqueAppIds and
-// completingTimeout) and userLabelKey. on is false when the check is off:
-// no index is needed.
-func FromSettings(settings []byte) (o appowners.Options, on bool, err error) {
-	var s struct {
-		AppOwnership json.RawMessage `json:"applicationOwnership"`
-		UserLabelKey *string         `json:"userLabelKey"`
-	}
-	if len(settings) > 0 {
-		if err := json.Unmarshal(settings, &s); err != nil {
-			return o, false, fmt.Errorf("read the settings for the application index: %w", err)
-		}
-	}
-	o = appowners.Options{SchedulerName: appowners.DefaultSchedulerName, CompletingTimeout: appowners.DefaultCompletingTimeout,
-		UserLabelKey: userinfo.DefaultLabelKey}
-	if s.UserLabelKey != nil {
-		o.UserLabelKey = *s.UserLabelKey
-	}
-	if len(s.AppOwnership) == 0 || string(s.AppOwnership) == "null" {
-		return o, false, nil
-	}
-	var mode string
-	if json.Unmarshal(s.AppOwnership, &mode) == nil {
-		return o, mode != "off", nil
-	}
-	var a struct {
-		Mode              string  `json:"mode"`
-		SchedulerName     *string `json:"schedulerName"`
-		Unique            *bool   `json:"generateUniqueAppIds"`
-		CompletingTimeout *string `json:"completingTimeout"`
-	}
-	if err := json.Unmarshal(s.AppOwnership, &a); err != nil {
-		return o, false, fmt.Errorf("read settings.applicationOwnership for the application index: %w", err)
-	}
-	if a.SchedulerName != nil {
-		o.SchedulerName = *a.SchedulerName
-	}
-	if a.Unique != nil {
-		o.UniqueAppIDs = *a.Unique
-	}
-	if a.CompletingTimeout != nil {
-		d, err := time.ParseDuration(*a.CompletingTimeout)
-		if err != nil || d < 0 {
-			return o, false, fmt.Errorf("settings.applicationOwnership.completingTimeout: %q is not a duration of zero or more", *a.CompletingTimeout)
-		}
-		o.CompletingTimeout = d
-	}
-	return o, a.Mode != "off" && a.Mode != "", nil
 }

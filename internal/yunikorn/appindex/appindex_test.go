@@ -169,33 +169,3 @@ type noReviews struct{}
 func (noReviews) Create(context.Context, *authorizationv1.SubjectAccessReview, metav1.CreateOptions) (*authorizationv1.SubjectAccessReview, error) {
 	return nil, errors.New("not asked")
 }
-
-func TestFromSettings(t *testing.T) {
-	def := appowners.Options{SchedulerName: "yunikorn", CompletingTimeout: 30 * time.Second, UserLabelKey: "yunikorn.apache.org/username"}
-	for _, tc := range []struct {
-		settings string
-		want     appowners.Options
-		on       bool
-		err      string
-	}{
-		{`{}`, def, false, ""},
-		{``, def, false, ""},
-		{`{"applicationOwnership":"off"}`, def, false, ""},
-		{`{"applicationOwnership":"warn"}`, def, true, ""},
-		{`{"applicationOwnership":{"mode":"enforce","schedulerName":"yk","generateUniqueAppIds":true,"completingTimeout":"1m"},"userLabelKey":"user"}`,
-			appowners.Options{SchedulerName: "yk", UniqueAppIDs: true, CompletingTimeout: time.Minute, UserLabelKey: "user"}, true, ""},
-		{`{"applicationOwnership":{"mode":"off","schedulerName":"yk"}}`, appowners.Options{SchedulerName: "yk", CompletingTimeout: 30 * time.Second, UserLabelKey: "yunikorn.apache.org/username"}, false, ""},
-		{`{"applicationOwnership":{"mode":"enforce","completingTimeout":"-1s"}}`, def, false, `completingTimeout: "-1s" is not a duration`},
-		{`{"applicationOwnership":7}`, def, false, "read settings.applicationOwnership"},
-		{`[`, def, false, "read the settings"},
-	} {
-		o, on, err := FromSettings([]byte(tc.settings))
-		if tc.err != "" {
-			assert.ErrorContains(t, err, tc.err, tc.settings)
-			continue
-		}
-		require.NoError(t, err, tc.settings)
-		assert.Equal(t, tc.want, o, tc.settings)
-		assert.Equal(t, tc.on, on, tc.settings)
-	}
-}
