@@ -230,6 +230,10 @@ func applyFollowed(base *Settings, flat flatConfig, where string) (*Settings, []
 		if f.Invalid {
 			bad, why = true, "its value is not one YuniKorn can use"
 		}
+		if piece, ok := splitPiece(f); !bad && ok {
+			bad, why = true, "YuniKorn splits it at every comma, also one inside {m,n}, [...] or (...), and piece "+quote(piece)+
+				" is not a whole pattern (write the pattern without a comma)"
+		}
 		if !bad {
 			if f.Set {
 				followCache.good[f.Key] = f
@@ -311,6 +315,22 @@ func applyFollowed(base *Settings, flat flatConfig, where string) (*Settings, []
 		}
 	}
 	return &eff, warnings
+}
+
+// splitPiece is the first piece of the followed list f that YuniKorn's
+// split at every comma leaves unbalanced (acconf.Balanced): a pattern cut
+// at a comma of its own, as ^svc-[a-z]{1,8}$ into ^svc-[a-z]{1 and 8}$,
+// which would match names no one meant (mallory8}).
+func splitPiece(f acconf.Field) (string, bool) {
+	if !f.List || !f.Set || f.Invalid {
+		return "", false
+	}
+	for _, p := range f.Patterns {
+		if !acconf.Balanced(p) {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // uniqueAppIDsApart is the warning on every answer while the followed

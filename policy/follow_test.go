@@ -171,6 +171,41 @@ func TestFollow_typoKeepsTheLastGood(t *testing.T) {
 	assert.False(t, r.Get("warnings").Exists(), r.Raw)
 }
 
+// TestFollow_commaSplitIsNoValue: a followed list that YuniKorn's split at
+// every comma cuts inside a pattern (^svc-[a-z]{1,8}$ into ^svc-[a-z]{1 and
+// 8}$, which matches mallory8}) is a value the policy cannot use, as a
+// typo is: the value last read stays, every answer says so.
+func TestFollow_commaSplitIsNoValue(t *testing.T) {
+	as := func(user string, claim bool) gjson.Result {
+		t.Helper()
+		payload := strings.Replace(string(followPayload(followYK, claim)), `"username":"livy"`, `"username":`+quote(user), 1)
+		out, err := validate([]byte(payload))
+		require.NoError(t, err)
+		return gjson.ParseBytes(out)
+	}
+	f := &fakeYuniKorn{configs: data("admissionController.accessControl.externalUsers", "^livy$"), rv: "1"}
+	f.install(t)
+	require.True(t, as("livy", true).Get("accepted").Bool())
+
+	f.configs, f.rv = data("admissionController.accessControl.externalUsers", "^livy$,^svc-[a-z]{1,8}$"), "2"
+	r := as("mallory8}", true)
+	assert.False(t, r.Get("accepted").Bool(), "the piece 8}$ trusts no one: %s", r.Raw)
+	want := `followYuniKornConfig: admissionController.accessControl.externalUsers in yk/yunikorn-configs: YuniKorn splits it at every comma, ` +
+		`also one inside {m,n}, [...] or (...), and piece "^svc-[a-z]{1" is not a whole pattern (write the pattern without a comma) ` +
+		`(see the policy's log); the value last read stays in force until it is fixed`
+	assert.Equal(t, []any{want}, r.Get("warnings").Value(), "on a refusal")
+	r = as("livy", true)
+	assert.True(t, r.Get("accepted").Bool(), "the value last read stays: %s", r.Raw)
+	assert.Equal(t, []any{want}, r.Get("warnings").Value(), "and on every other answer")
+	r = as("bob", false)
+	assert.Equal(t, []any{want}, r.Get("warnings").Value(), "an answer that supplies nothing too")
+
+	f.configs, f.rv = data("admissionController.accessControl.externalUsers", "^livy$,^svc-[a-z]+$"), "3"
+	r = as("livy", true)
+	assert.True(t, r.Get("accepted").Bool())
+	assert.False(t, r.Get("warnings").Exists(), "fixed: %s", r.Raw)
+}
+
 // TestFollow_generateUniqueAppIdNotForOwnership: YuniKorn's scheduler
 // reads generateUniqueAppId only when it starts, so the ownership model
 // keeps its settings' value while the ConfigMap says otherwise (an
