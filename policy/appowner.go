@@ -178,7 +178,10 @@ func checkAppOwnership(d decision, r request, s *Settings, kind kindRef, cur, ol
 			return d // already its task
 		}
 	}
-	user, _ := recordedIdentity(d, cur, s)
+	// Only user.info proves who joins, as only it proves who owns
+	// (podUser): a Pod with just the legacy label joins as the default user.
+	value, ok := admittedValue(d, cur)
+	user, _ := userOfRecord(value, ok, "")
 	name := str(pod.Get("metadata.name"))
 	self := ns + "/" + name
 	found, missed, err := appOwned(ao, appID, user, ns, name, s)
@@ -346,7 +349,7 @@ func appOwnedByList(ao *appOwnershipSettings, appID, user, self string, s *Setti
 		if terminated(p) && !ao.completing(p, now) {
 			return true
 		}
-		if podUser(meta, s) != user {
+		if podUser(meta) != user {
 			found = true
 			return false
 		}
@@ -400,10 +403,14 @@ func terminated(p gjson.Result) bool {
 	return appowners.Finished(p.Get("status.phase").String())
 }
 
-// podUser is the user YuniKorn reads from a stored Pod's metadata.
-func podUser(meta gjson.Result, s *Settings) string {
+// podUser is the owner a stored Pod's metadata proves: the user its
+// user.info names. The legacy user label, which YuniKorn reads from a Pod
+// without user.info, proves nothing (it may have been written before the
+// policy guarded it): such a Pod owns its application as YuniKorn's
+// default user, as the host's index counts it.
+func podUser(meta gjson.Result) string {
 	v := meta.Get("annotations").Get(gjson.Escape(AnnotationKey))
-	user, _ := userOfRecord(v.String(), v.Type == gjson.String, meta.Get("labels").Get(gjson.Escape(s.UserLabelKey)).String())
+	user, _ := userOfRecord(v.String(), v.Type == gjson.String, "")
 	return user
 }
 

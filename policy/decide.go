@@ -400,7 +400,8 @@ func decideUpdate(r request, s *Settings, id identity, path []string, cur *podMe
 	}
 	switch {
 	case !oldPresent && !newPresent:
-		return accept("update: absent before and after"), old, nil
+		d, err := decideLegacyLabel(s, r, id, old, cur)
+		return d, old, err
 	case oldPresent && newPresent && oldValue == newValue:
 		return accept("update: unchanged"), old, nil
 	case oldPresent && !newPresent:

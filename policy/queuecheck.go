@@ -244,17 +244,24 @@ func podQueue(cur *podMeta) string {
 // object as admitted: the user.info annotation (written by this decision,
 // or kept), else the legacy label, else the shim's default user.
 func recordedIdentity(d decision, cur *podMeta, s *Settings) (string, []string) {
-	value, ok := "", false
-	if d.mutation != nil {
-		value, ok = gjson.Parse(string(d.mutation[0].token)).String(), true
-	} else if v, _, present, err := cur.annotation(); err == nil && present {
-		value, ok = v, true
-	}
+	value, ok := admittedValue(d, cur)
 	label := ""
 	if l, ok, err := cur.stringMapEntry("labels", s.UserLabelKey); err == nil && ok {
 		label = str(l)
 	}
 	return userOfRecord(value, ok, label)
+}
+
+// admittedValue is the user.info value the object carries as admitted
+// (written by this decision, or kept); ok is false when it carries none.
+func admittedValue(d decision, cur *podMeta) (value string, ok bool) {
+	if d.mutation != nil {
+		return gjson.Parse(string(d.mutation[0].token)).String(), true
+	}
+	if v, _, present, err := cur.annotation(); err == nil && present {
+		return v, true
+	}
+	return "", false
 }
 
 // userOfRecord is the user and groups YuniKorn reads from a pod's

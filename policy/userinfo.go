@@ -2,6 +2,7 @@ package main
 
 import (
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -133,4 +134,51 @@ func checkSuppliedValue(value string) string {
 		return err.Error()
 	}
 	return ""
+}
+
+// decideLegacyLabel decides an UPDATE of an object that records no
+// user.info before or after (docs/BEHAVIOUR.md §4.3): YuniKorn's shim then
+// reads the user from the legacy label (userLabelKey), so a label added or
+// changed is judged as a supplied user.info naming that user would be. It
+// stands if the label names the submitter, or the submitter is trusted to
+// name others (bypassAuth, an allowed submitter, an adopter, or trustRBAC's
+// grant for that user); anything else is refused. Removing the label
+// leaves YuniKorn's default user, which charges no one: it passes.
+func decideLegacyLabel(s *Settings, r request, id identity, old, cur *podMeta) (decision, error) {
+	before, _, err := old.stringMapEntry("labels", s.UserLabelKey)
+	if err != nil {
+		return decision{}, err
+	}
+	after, _, err := cur.stringMapEntry("labels", s.UserLabelKey)
+	if err != nil {
+		return decision{}, err
+	}
+	label := str(after)
+	switch {
+	case label == "" || label == str(before):
+		return accept("update: absent before and after"), nil
+	case s.BypassAuth:
+		return accept("update: legacy label, bypassAuth"), nil
+	case label == id.user:
+		return accept("update: legacy label, submitter's own user"), nil
+	case allowed(s, id):
+		return accept("update: legacy label, allowed submitter"), nil
+	case s.adopter(id):
+		return accept("update: legacy label, adopter"), nil
+	case s.TrustRBAC != nil:
+		d, err := decideByRBAC(s, r, id, string(userinfo.AppendValue(nil, label, nil)))
+		d.rule = "update: legacy label, " + strings.TrimPrefix(d.rule, "create: present, ")
+		if !d.accepted {
+			d.message = msgChangeNotAllowed + ": " + legacyLabelMessage(s, label) + "; " + d.message
+		}
+		return d, err
+	}
+	return reject("update: legacy label, submitter not allowed", codeForbidden,
+		msgChangeNotAllowed+": "+legacyLabelMessage(s, label)+"; "+id.notAllowedMessage()), nil
+}
+
+// legacyLabelMessage says why a label naming user is judged.
+func legacyLabelMessage(s *Settings, user string) string {
+	return "the object records no " + AnnotationKey + ", so YuniKorn reads its user from the label " +
+		s.UserLabelKey + ", which would name " + quote(user)
 }

@@ -100,10 +100,10 @@ applications, not with the number of Pods. Progress goes to stderr.
 whose adoption would cover it (a bare Pod, a Deployment, a CronJob, a
 custom kind of the settings' workloads with no record at all), each with
 the kubectl command an adopter (the policy's settings.adopters) runs to
-record its owner, and where to find who that is: the owner is the
-object's legacy yunikorn.apache.org/username label when it has one, else
-a placeholder to replace (the API server's audit log names who created
-it; docs/BEHAVIOUR.md §4.13).
+record its owner, and where to find who that is: the owner is a
+placeholder to replace (the API server's audit log names who created it;
+a legacy yunikorn.apache.org/username label is shown, never taken as the
+owner; docs/BEHAVIOUR.md §4.13).
 
 Output: a table, JSON (-o json), adoption commands (-o adopt), or reports: one per namespace and, when
 every namespace was audited, one cluster-scoped report for what no

@@ -49,8 +49,12 @@ func Entries(o appowners.Options, obj map[string]any, now time.Time) []kubecap.I
 	if id == "" {
 		return nil
 	}
+	// The legacy user label is no proof of ownership: a Pod that records
+	// no user.info owns its application as YuniKorn's default user, so
+	// that a label written before the policy guarded it claims nothing
+	// (docs/BEHAVIOUR.md §3.5).
 	value, hasValue := annotations[userinfo.AnnotationKey].(string)
-	user, _ := userinfo.OfRecord(value, hasValue, lookup(labels)(o.UserLabelKey))
+	user, _ := userinfo.OfRecord(value, hasValue, "")
 	e := kubecap.IndexEntry{Key: id, Value: user}
 	status, _ := obj["status"].(map[string]any)
 	if phase, _ := status["phase"].(string); appowners.Finished(phase) {

@@ -94,8 +94,8 @@ func TestEntries(t *testing.T) {
 		{"empty gate list: attached", o, pod("a", label("applicationId", "etl"), func(p map[string]any) {
 			p["spec"].(map[string]any)["schedulingGates"] = []any{}
 		}), entry("etl", "alice")},
-		{"user from the legacy label", o, pod("a", label("applicationId", "etl"), label("yunikorn.apache.org/username", "bob"),
-			func(p map[string]any) { delete(p["metadata"].(map[string]any), "annotations") }), entry("etl", "bob")},
+		{"the legacy label is no owner: nobody", o, pod("a", label("applicationId", "etl"), label("yunikorn.apache.org/username", "bob"),
+			func(p map[string]any) { delete(p["metadata"].(map[string]any), "annotations") }), entry("etl", "nobody")},
 		{"user.info before the legacy label", o, pod("a", label("applicationId", "etl"), label("yunikorn.apache.org/username", "bob")), entry("etl", "alice")},
 		{"user.info not JSON: nobody", o, pod("a", label("applicationId", "etl"), annotation("yunikorn.apache.org/user.info", "{")), entry("etl", "nobody")},
 		{"no user: nobody", o, pod("a", label("applicationId", "etl"), func(p map[string]any) { delete(p["metadata"].(map[string]any), "annotations") }), entry("etl", "nobody")},

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// OwnerPlaceholder stands for the owner's user.info in an adoption command
-// when the audit cannot tell who the owner is.
+// OwnerPlaceholder stands for the owner's user.info in an adoption
+// command: the audit never knows who the owner is.
 const OwnerPlaceholder = `{"user":"OWNER","groups":["GROUP"]}`
 
 // legacyUserLabel is the label that named the submitter before the
@@ -21,14 +22,11 @@ const legacyUserLabel = "yunikorn.apache.org/username"
 // §4.13) records the owner of an object that records none: an object made
 // before the policy, with no controller whose adoption would cover it.
 type Adoption struct {
-	// Command is the kubectl command an adopter runs, with Owner, or
-	// OwnerPlaceholder when Owner is "", as the value.
+	// Command is the kubectl command an adopter runs, with
+	// OwnerPlaceholder as the value to replace.
 	Command string `json:"command"`
 	// Patch is the JSON merge patch the command sends.
 	Patch string `json:"patch"`
-	// Owner is the user.info value the object suggests (its legacy
-	// username label), "" when it names no one.
-	Owner string `json:"owner,omitempty"`
 	// OwnerHint says where to find the owner.
 	OwnerHint string `json:"ownerHint"`
 }
@@ -103,33 +101,29 @@ func shellQuote(s string) string {
 // object's, then its template's).
 func adoption(res Resource, meta *metav1.ObjectMeta, labels ...map[string]string) *Adoption {
 	a := &Adoption{}
+	a.Patch = AdoptionPatch(OwnerPlaceholder, AdoptionPath(groupOf(res.APIVersion), res.Kind))
+	a.Command = AdoptionCommand(res, a.Patch)
+	label := ""
 	for _, l := range labels {
-		if u := l[legacyUserLabel]; u != "" && a.Owner == "" {
-			b, _ := json.Marshal(struct {
-				User string `json:"user"`
-			}{u})
-			a.Owner = string(b)
+		if u := l[legacyUserLabel]; u != "" && label == "" {
+			label = u
 		}
 	}
-	value := a.Owner
-	if value == "" {
-		value = OwnerPlaceholder
-	}
-	a.Patch = AdoptionPatch(value, AdoptionPath(groupOf(res.APIVersion), res.Kind))
-	a.Command = AdoptionCommand(res, a.Patch)
-	a.OwnerHint = ownerHint(meta, a.Owner != "")
+	a.OwnerHint = ownerHint(meta, label)
 	return a
 }
 
 // ownerHint says where the owner can be read: the object names only the
 // client that created it (managedFields), not the user; the API server's
-// audit log names the user.
-func ownerHint(meta *metav1.ObjectMeta, fromLabel bool) string {
+// audit log names the user. A legacy username label is shown as what it
+// is, a claim: whoever could update the object before the policy guarded
+// the label could have written it.
+func ownerHint(meta *metav1.ObjectMeta, label string) string {
 	var b strings.Builder
-	if fromLabel {
-		b.WriteString("the owner is taken from the label " + legacyUserLabel + " (add the owner's groups if YuniKorn should see them); check it: ")
-	} else {
-		b.WriteString("replace OWNER and GROUP with the owner's user and groups (drop groups to let YuniKorn resolve them): ")
+	b.WriteString("replace OWNER and GROUP with the owner's user and groups (drop groups to let YuniKorn resolve them): ")
+	if label != "" {
+		b.WriteString("its label " + legacyUserLabel + " says " + strconv.Quote(label) +
+			", which proves nothing (anyone who could update the object could write it); ")
 	}
 	b.WriteString("the API server's audit log names who created it (the create event's user.username")
 	if meta.CreationTimestamp.Time.IsZero() {

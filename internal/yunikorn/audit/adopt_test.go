@@ -58,14 +58,15 @@ func TestRun_adoptable(t *testing.T) {
 
 	a := got["Pod team/bare"]
 	require.NotNil(t, a)
-	assert.Equal(t, `{"user":"alice"}`, a.Owner, "the legacy username label names the owner")
-	assert.Equal(t, `kubectl patch pod bare -n team --type=merge -p '{"metadata":{"annotations":{"yunikorn.apache.org/user.info":"{\"user\":\"alice\"}"}}}'`, a.Command)
+	assert.Equal(t, `kubectl patch pod bare -n team --type=merge -p '{"metadata":{"annotations":{"yunikorn.apache.org/user.info":"{\"user\":\"OWNER\",\"groups\":[\"GROUP\"]}"}}}'`, a.Command,
+		"the legacy username label is no proof of the owner: the placeholder stays")
+	assert.Contains(t, a.OwnerHint, `its label yunikorn.apache.org/username says "alice", which proves nothing`)
 	assert.Contains(t, a.OwnerHint, "managedFields name only the client, kubectl-run")
 	assert.Contains(t, a.OwnerHint, "at 2026-01-01T00:00:01Z")
 
 	a = got["Deployment team/web"]
 	require.NotNil(t, a)
-	assert.Empty(t, a.Owner)
+	assert.NotContains(t, a.OwnerHint, "its label")
 	assert.Equal(t, `kubectl patch deployment.apps web -n team --type=merge -p '{"spec":{"template":{"metadata":{"annotations":{"yunikorn.apache.org/user.info":"{\"user\":\"OWNER\",\"groups\":[\"GROUP\"]}"}}}}}'`, a.Command)
 	assert.Contains(t, a.OwnerHint, "replace OWNER and GROUP")
 
