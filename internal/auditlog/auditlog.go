@@ -16,9 +16,12 @@ import (
 	"io"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/yunikorn-userinfo/userinfo/host/admission"
 )
@@ -135,14 +138,14 @@ type Result struct {
 
 // Read reads an audit log in the API server's JSON format, one event per
 // line (--audit-log-format=json), and returns the admissions it finds,
-// one per request (auditID), oldest first. A line that is not JSON, or
+// one per request (fold), oldest first. A line that is not JSON, or
 // not an audit.k8s.io/v1 Event, is an error naming the line; lines that
 // do not mention the monitor annotation are only checked to be JSON
 // objects if they are the first.
 func Read(r io.Reader, opts Options) (*Result, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	res := &Result{}
-	byID := map[string]int{}
+	pending := map[string]int{}
 	marker := []byte(admission.AuditMonitorWouldRefuse)
 	for n := 1; ; n++ {
 		line, err := readLine(br)
@@ -153,7 +156,7 @@ func Read(r io.Reader, opts Options) (*Result, error) {
 		if len(line) > 0 {
 			res.Lines++
 			if res.Lines == 1 || bytes.Contains(line, marker) {
-				if perr := res.add(line, opts, byID); perr != nil {
+				if perr := res.add(line, opts, pending); perr != nil {
 					return nil, fmt.Errorf("read the audit log: line %d: %w", n, perr)
 				}
 			}
@@ -183,7 +186,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 }
 
 // add decodes one event and keeps it if it is a would-be refusal.
-func (res *Result) add(line []byte, opts Options, byID map[string]int) error {
+func (res *Result) add(line []byte, opts Options, pending map[string]int) error {
 	var e event
 	if err := json.Unmarshal(line, &e); err != nil {
 		return fmt.Errorf("not an audit event (audit.k8s.io/v1 Event JSON, --audit-log-format=json): %w", err)
@@ -244,14 +247,31 @@ func (res *Result) add(line []byte, opts Options, byID map[string]int) error {
 	if opts.Namespace != "" && a.Namespace != opts.Namespace {
 		return nil
 	}
-	// One request is written once per stage; the last has the answer.
-	if i, ok := byID[a.AuditID]; ok && a.AuditID != "" {
-		res.Admissions[i] = a
-		return nil
-	}
-	byID[a.AuditID] = len(res.Admissions)
-	res.Admissions = append(res.Admissions, a)
+	res.fold(a, e.Stage, pending)
 	return nil
+}
+
+// fold adds a, an event of stage, to the admissions. One request is
+// written once per stage, and its final stage (ResponseComplete, or Panic)
+// has the answer: an earlier stage's row waits in pending for it. The
+// stages of one request share their audit ID and the time the API server
+// received it; the audit ID alone is no key, since a client may choose it
+// (the Audit-ID header), so that a later dry run would hide a persisted
+// request of the same ID. A final stage's row is never replaced.
+func (res *Result) fold(a Admission, stage string, pending map[string]int) {
+	key := a.AuditID + "\x00" + a.Time.UTC().Format(time.RFC3339Nano)
+	final := stage == "ResponseComplete" || stage == "Panic"
+	if i, ok := pending[key]; ok {
+		res.Admissions[i] = a
+		if final {
+			delete(pending, key)
+		}
+		return
+	}
+	if !final {
+		pending[key] = len(res.Admissions)
+	}
+	res.Admissions = append(res.Admissions, a)
 }
 
 // dryRun reports whether the request URI asks for a dry run.
@@ -277,15 +297,42 @@ func (res *Result) WriteTable(w io.Writer) error {
 		if a.ImpersonatedUser != "" {
 			user += " as " + a.ImpersonatedUser
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", a.Time.UTC().Format(time.RFC3339), verb, dash(a.Resource),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", a.Time.UTC().Format(time.RFC3339), Printable(verb), dash(a.Resource),
 			dash(a.Namespace), dash(name), dash(user), a.Code, dash(a.Rule))
 	}
 	return tw.Flush()
 }
 
+// dash is s as a table cell: "-" when empty, else Printable.
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	return Printable(s)
+}
+
+// Printable is s with every character a terminal or the table could act
+// on escaped as Go escapes it (\x1b, \t, \u202e): control characters,
+// format characters (bidirectional overrides), invalid UTF-8, and the
+// backslash itself, so an escape is never mistaken for a name. Names in an
+// audit log come from clients: a failed create's name can carry terminal
+// escapes that would erase the rows above it.
+func Printable(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\\':
+			b.WriteString(`\\`)
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError:
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

@@ -2,10 +2,12 @@ package auditlog
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,4 +115,58 @@ func TestRead_lastLineUnterminated(t *testing.T) {
 	res, err := Read(bytes.NewReader(bytes.TrimRight(data, "\n")), Options{})
 	require.NoError(t, err)
 	assert.Len(t, res.Admissions, 3)
+}
+
+// monitorEvent is one monitor-mode audit event as the API server writes
+// it, for the stage, the time it received the request, the request URI
+// and the object's name.
+func monitorEvent(id, stage, received, uri, name string, code int) string {
+	return fmt.Sprintf(`{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"Metadata","auditID":%q,"stage":%q,`+
+		`"requestURI":%q,"verb":"create","user":{"username":"bob","groups":["ops"]},`+
+		`"objectRef":{"resource":"pods","namespace":"team-a","name":%q,"apiVersion":"v1"},"responseStatus":{"code":%d},`+
+		`"requestReceivedTimestamp":%q,"annotations":{"w/monitor":"would be refused","w/rule":"create: present, submitter not allowed"}}`,
+		id, stage, uri, name, code, received)
+}
+
+// A client chooses the audit ID (the Audit-ID header): a persisted
+// forgery followed by a dry run sent with the same ID is still listed.
+// Only the stages of one request, which share the time the API server
+// received it, fold into one row.
+func TestRead_clientChosenAuditID(t *testing.T) {
+	t.Parallel()
+	log := strings.Join([]string{
+		monitorEvent("same", "ResponseStarted", "2026-11-27T09:00:00.000001Z", "/api/v1/namespaces/team-a/pods", "forged", 0),
+		monitorEvent("same", "ResponseComplete", "2026-11-27T09:00:00.000001Z", "/api/v1/namespaces/team-a/pods", "forged", 201),
+		monitorEvent("same", "ResponseComplete", "2026-11-27T09:00:05.000001Z", "/api/v1/namespaces/team-a/pods?dryRun=All", "decoy", 201),
+		monitorEvent("same", "ResponseComplete", "2026-11-27T09:00:05.000001Z", "/api/v1/namespaces/team-a/pods?dryRun=All", "decoy-2", 201),
+	}, "\n")
+	res, err := Read(strings.NewReader(log), Options{})
+	require.NoError(t, err)
+	require.Len(t, res.Admissions, 3, "%+v", res.Admissions)
+	assert.Equal(t, "forged", res.Admissions[0].Name)
+	assert.True(t, res.Admissions[0].Persisted(), "the answer of its final stage")
+	assert.Equal(t, "decoy", res.Admissions[1].Name, "a final stage is never replaced, even at the same time")
+	assert.Equal(t, "decoy-2", res.Admissions[2].Name)
+}
+
+// Names come from clients: the table escapes every control and format
+// character, so a name cannot move the cursor or erase the rows above.
+func TestWriteTable_escapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	res := &Result{Admissions: []Admission{{
+		Time: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC), Verb: "create", Resource: "pods", Namespace: "team-a",
+		Name: "x\x1b[1A\x1b[2K\r\tok\u202e\\", User: "bob\n", Code: 403, Rule: "r\x00\xff",
+	}}}
+	var b bytes.Buffer
+	require.NoError(t, res.WriteTable(&b))
+	out := b.String()
+	assert.Contains(t, out, `x\x1b[1A\x1b[2K\r\tok\u202e\\`)
+	assert.Contains(t, out, `bob\n`)
+	assert.Contains(t, out, `r\x00\xff`)
+	for _, r := range out {
+		if r != '\n' && r != ' ' {
+			assert.False(t, unicode.IsControl(r) || unicode.Is(unicode.Cf, r), "raw %U in %q", r, out)
+		}
+	}
+	assert.Equal(t, 2, strings.Count(out, "\n"), "one header and one row")
 }
