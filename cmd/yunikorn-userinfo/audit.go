@@ -124,7 +124,12 @@ requests the webhook sees) is searched for the requests a webhook in
 monitor mode admitted although it would have refused them (its audit
 annotation "monitor: would be refused"), and each is listed with its
 object, verb, user, the API server's answer and the rule that would have
-refused it.`,
+refused it. Every stored create the log records at level Request or above
+(and every update recorded at RequestResponse, with the object before it)
+that supplied a user.info value is also asked again of the embedded
+policy, with the settings of -s or --settings-json: one it refuses (a
+value its submitter could not have supplied, made while the policy was
+absent) is listed with the policy's rule, its verb marked "(replay)".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.runAudit(cmd, f)
@@ -150,7 +155,7 @@ refused it.`,
 	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "the policy's settings file, YAML or JSON: its workloads' custom kinds are audited too")
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "the policy's settings as a JSON object: its workloads' custom kinds are audited too")
 	fs.StringVar(&f.yunikornURL, "yunikorn", "", "the base URL of YuniKorn's REST API (http://yunikorn-service.yunikorn.svc:9080, or a kubectl port-forward): report the applications charged to another user than their Pods' user.info names")
-	fs.StringVar(&f.auditLog, "audit-log", "", "instead of reading the cluster, list the requests monitor mode admitted that the webhook would have refused, from this API server audit log (JSON lines; - for stdin)")
+	fs.StringVar(&f.auditLog, "audit-log", "", "instead of reading the cluster, list the requests monitor mode admitted that the webhook would have refused, and the stored ones the policy refuses when asked again, from this API server audit log (JSON lines; - for stdin)")
 	fs.StringVar(&f.webhookName, "webhook", "", "with --audit-log: only this webhook's refusals (its name in the webhook configuration; default: any)")
 	cmd.MarkFlagsMutuallyExclusive("settings-path", "settings-json")
 	cmd.MarkFlagsMutuallyExclusive("audit-log", "kubeconfig")
@@ -159,7 +164,7 @@ refused it.`,
 
 func (a *app) runAudit(cmd *cobra.Command, f *auditFlags) error {
 	if f.auditLog != "" {
-		return a.runAuditLog(f)
+		return a.runAuditLog(cmd.Context(), f)
 	}
 	if f.webhookName != "" {
 		return errors.New("--webhook selects refusals in an audit log: give it with --audit-log")
@@ -352,10 +357,29 @@ func (a *app) auditWorkloads(ctx context.Context, logger *slog.Logger, f *auditF
 }
 
 // runAuditLog is audit --audit-log: the would-be refusals monitor mode let
-// through, from the API server's audit log.
-func (a *app) runAuditLog(f *auditFlags) error {
+// through, and the stored requests the embedded policy refuses when asked
+// again with the settings given, from the API server's audit log.
+func (a *app) runAuditLog(ctx context.Context, f *auditFlags) error {
 	if f.output != "table" && f.output != "json" {
 		return fmt.Errorf("invalid --output %q with --audit-log: want table or json", f.output)
+	}
+	logger, err := a.logger()
+	if err != nil {
+		return err
+	}
+	raw, err := readSettings(f.settingsPath, f.settingsJSON)
+	if err != nil {
+		return err
+	}
+	eng, err := a.loadModule(ctx, embeddedName, a.policy, engine.Options{
+		Logger: logger, MaxInstances: 1, Timeout: engine.DefaultTimeout, MemoryLimitPages: defaultMemoryLimitMiB * pagesPerMiB,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = eng.Close(context.WithoutCancel(ctx)) }()
+	if err := webhook.CheckSettings(ctx, logger, eng, raw); err != nil {
+		return err
 	}
 	in := a.stdin
 	if f.auditLog != "-" {
@@ -366,19 +390,31 @@ func (a *app) runAuditLog(f *auditFlags) error {
 		defer file.Close()
 		in = file
 	}
-	res, err := auditlog.Read(in, auditlog.Options{Namespace: f.namespace, Webhook: f.webhookName})
+	res, err := auditlog.Read(ctx, in, auditlog.Options{Namespace: f.namespace, Webhook: f.webhookName,
+		Replay: &auditlog.Replay{Validate: eng.Validate, Settings: raw}})
 	if err != nil {
 		return fmt.Errorf("audit --audit-log %s: %w", f.auditLog, err)
 	}
 	if !f.quiet {
-		persisted := 0
+		monitored, persisted, replayed := 0, 0, 0
 		for _, ad := range res.Admissions {
-			if ad.Persisted() {
+			switch {
+			case ad.Source == auditlog.SourceReplay:
+				replayed++
+			case ad.Persisted():
+				monitored++
 				persisted++
+			default:
+				monitored++
 			}
 		}
 		fmt.Fprintf(a.stderr, "audit: %d lines, %d would-be refusals admitted in monitor mode (%d persisted; the others were dry runs or failed later)\n",
-			res.Lines, len(res.Admissions), persisted)
+			res.Lines, monitored, persisted)
+		fmt.Fprintf(a.stderr, "audit: %d stored requests that supplied user.info asked again of the policy, %d refused (forged, or not provable from a log)\n",
+			res.Replayed, replayed)
+		if res.UpdatesUnjudged > 0 {
+			fmt.Fprintf(a.stderr, "audit: %d updates that may change user.info not judged: the log does not hold the object as stored before and after (level RequestResponse)\n", res.UpdatesUnjudged)
+		}
 	}
 	if f.output == "json" {
 		enc := json.NewEncoder(a.stdout)

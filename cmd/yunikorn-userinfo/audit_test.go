@@ -295,7 +295,9 @@ func TestAudit_auditLog(t *testing.T) {
 	const log = "../../internal/auditlog/testdata/audit.log"
 	res := runCLIWith(t, nil, "", "audit", "--audit-log", log, "-n", "team-a")
 	require.Equal(t, 0, res.code, res.stderr)
-	assert.Equal(t, "audit: 6 lines, 1 would-be refusals admitted in monitor mode (1 persisted; the others were dry runs or failed later)\n", res.stderr)
+	assert.Equal(t, "audit: 6 lines, 1 would-be refusals admitted in monitor mode (1 persisted; the others were dry runs or failed later)\n"+
+		"audit: 0 stored requests that supplied user.info asked again of the policy, 0 refused (forged, or not provable from a log)\n", res.stderr,
+		"level Metadata: no request object to replay")
 	assert.Equal(t, `TIME                  VERB    RESOURCE  NAMESPACE  NAME            USER   CODE  RULE
 2026-11-27T09:14:02Z  create  pods      team-a     alice-as-carol  alice  201   create: present, submitter not allowed
 `, res.stdout)
@@ -319,4 +321,44 @@ func TestAudit_auditLog(t *testing.T) {
 	assert.Equal(t, `{"user":"carol","groups":["analysts"]}`, out.Admissions[1].Claimed)
 	assert.Equal(t, "workloads.validate.user-info.yunikorn.apache.org", out.Admissions[2].Webhook)
 	assert.True(t, out.Admissions[2].DryRun)
+}
+
+// TestAudit_auditLogReplay: audit --audit-log asks the embedded policy
+// again about every stored create the log holds at level Request: bob's
+// Pod carrying alice's record, made while no policy ran, is listed with
+// the policy's own rule and message; alice's own value, a dry run, a
+// refused create and a Pod that supplied nothing are not. The update
+// whose before and after the log does not hold is counted, not judged.
+// The settings given are the policy's: with livy an external user, its
+// value for carol stands.
+func TestAudit_auditLogReplay(t *testing.T) {
+	t.Parallel()
+	const log = "../../internal/auditlog/testdata/replay.log"
+	res := runCLIWith(t, nil, "", "audit", "--audit-log", log, "-o", "json")
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "audit: 3 stored requests that supplied user.info asked again of the policy, 2 refused")
+	assert.Contains(t, res.stderr, "audit: 1 updates that may change user.info not judged")
+	var out struct {
+		Admissions []struct {
+			Source, Verb, Name, User, Rule, Claimed, Message string
+			Code                                             int
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &out))
+	require.Len(t, out.Admissions, 2, res.stdout)
+	forged := out.Admissions[0]
+	assert.Equal(t, "replay", forged.Source)
+	assert.Equal(t, "bob-as-alice", forged.Name)
+	assert.Equal(t, "bob", forged.User)
+	assert.Equal(t, "create: present, submitter not allowed", forged.Rule)
+	assert.Equal(t, `{"user":"alice","groups":["dev","system:authenticated"]}`, forged.Claimed)
+	assert.Contains(t, forged.Message, "user bob with groups [ops,system:authenticated] is not allowed to set user annotation")
+	assert.Equal(t, 201, forged.Code)
+	assert.Equal(t, "for-carol", out.Admissions[1].Name, "livy is not trusted by the default settings")
+
+	res = runCLIWith(t, nil, "", "audit", "--audit-log", log, "--settings-json", `{"externalUsers":["^livy$"]}`)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.Equal(t, `TIME                  VERB             RESOURCE  NAMESPACE  NAME          USER  CODE  RULE
+2026-11-27T09:30:01Z  create (replay)  pods      team-a     bob-as-alice  bob   201   create: present, submitter not allowed
+`, res.stdout)
 }

@@ -1,6 +1,7 @@
 // Package auditlog finds, in a Kubernetes API server's audit log, the
 // requests a webhook in monitor mode admitted although it would have
-// refused them. host/admission.Monitor marks such an answer with the audit
+// refused them, and (Replay) the stored requests the policy, asked
+// afresh, refuses. host/admission.Monitor marks such an answer with the audit
 // annotation "monitor: would be refused"; the API server records it, with
 // the webhook's name as prefix, in the annotations of the request's audit
 // event (audit.k8s.io/v1 Event, level Metadata or above), beside the
@@ -10,6 +11,7 @@ package auditlog
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -62,15 +64,17 @@ type event struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
-	RequestObject  *objectMeta       `json:"requestObject"`
-	ResponseObject *objectMeta       `json:"responseObject"`
+	RequestObject  json.RawMessage   `json:"requestObject"`
+	ResponseObject json.RawMessage   `json:"responseObject"`
 	Timestamp      time.Time         `json:"requestReceivedTimestamp"`
 	Annotations    map[string]string `json:"annotations"`
 }
 
 type userInfo struct {
-	Username string   `json:"username"`
-	Groups   []string `json:"groups"`
+	Username string              `json:"username"`
+	UID      string              `json:"uid,omitempty"`
+	Groups   []string            `json:"groups"`
+	Extra    map[string][]string `json:"extra,omitempty"`
 }
 
 // objectMeta is the name an object carries (events at level Request or
@@ -83,8 +87,11 @@ type objectMeta struct {
 }
 
 // Admission is one request admitted in monitor mode that the webhook
-// would have refused.
+// would have refused, or (Source replay) one stored that the policy
+// refuses when asked afresh.
 type Admission struct {
+	// Source says how it was found: SourceMonitor or SourceReplay.
+	Source    string    `json:"source"`
 	AuditID   string    `json:"auditID"`
 	Time      time.Time `json:"time"`
 	Verb      string    `json:"verb"`
@@ -101,12 +108,16 @@ type Admission struct {
 	// impersonated someone.
 	ImpersonatedUser string `json:"impersonatedUser,omitempty"`
 	UserAgent        string `json:"userAgent,omitempty"`
-	// Webhook is the name of the webhook that would have refused it.
-	Webhook string `json:"webhook"`
+	// Webhook is the name of the webhook that would have refused it;
+	// empty for a replay.
+	Webhook string `json:"webhook,omitempty"`
 	// Rule is the policy's rule that decided (its "rule" annotation),
 	// Claimed the user.info value the request supplied, if any.
 	Rule    string `json:"rule,omitempty"`
 	Claimed string `json:"claimed,omitempty"`
+	// Message is the policy's refusal (replay only: an audit event does
+	// not carry a webhook's message).
+	Message string `json:"message,omitempty"`
 	// Code is the API server's answer: a request admitted by the webhook
 	// can still fail later (quota, a conflict); 0 when not recorded.
 	Code int `json:"code"`
@@ -125,15 +136,24 @@ type Options struct {
 	// Webhook keeps one webhook's annotations; empty: any webhook whose
 	// "monitor" audit annotation says "would be refused".
 	Webhook string
+	// Replay, if set, also asks the policy about every stored request
+	// no monitor mark covers.
+	Replay *Replay
 }
 
 // Result is what Read found.
 type Result struct {
 	Admissions []Admission `json:"admissions"`
 	// Lines and Events count the log's non-empty lines and the events
-	// decoded (only lines that mention the monitor annotation are).
+	// decoded (only lines that mention the monitor annotation are, and
+	// with Replay those with a request object).
 	Lines  int `json:"lines"`
 	Events int `json:"events"`
+	// Replayed counts the stored requests that supplied user.info and
+	// the policy was asked about; UpdatesUnjudged the updates that may
+	// have changed it but could not be judged (Replay).
+	Replayed        int `json:"replayed,omitempty"`
+	UpdatesUnjudged int `json:"updatesUnjudged,omitempty"`
 }
 
 // Read reads an audit log in the API server's JSON format, one event per
@@ -142,11 +162,15 @@ type Result struct {
 // not an audit.k8s.io/v1 Event, is an error naming the line; lines that
 // do not mention the monitor annotation are only checked to be JSON
 // objects if they are the first.
-func Read(r io.Reader, opts Options) (*Result, error) {
+func Read(ctx context.Context, r io.Reader, opts Options) (*Result, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	res := &Result{}
 	pending := map[string]int{}
 	marker := []byte(admission.AuditMonitorWouldRefuse)
+	var rp *replayer
+	if opts.Replay != nil {
+		rp = &replayer{Replay: opts.Replay, ctx: ctx, states: map[string]json.RawMessage{}}
+	}
 	for n := 1; ; n++ {
 		line, err := readLine(br)
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -155,14 +179,17 @@ func Read(r io.Reader, opts Options) (*Result, error) {
 		line = bytes.TrimSpace(line)
 		if len(line) > 0 {
 			res.Lines++
-			if res.Lines == 1 || bytes.Contains(line, marker) {
-				if perr := res.add(line, opts, pending); perr != nil {
+			if res.Lines == 1 || bytes.Contains(line, marker) || rp != nil && bytes.Contains(line, []byte(`"requestObject"`)) {
+				if perr := res.add(line, opts, pending, rp); perr != nil {
 					return nil, fmt.Errorf("read the audit log: line %d: %w", n, perr)
 				}
 			}
 		}
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, fmt.Errorf("read the audit log: line %d: %w", n, cerr)
 		}
 	}
 	sort.SliceStable(res.Admissions, func(i, j int) bool { return res.Admissions[i].Time.Before(res.Admissions[j].Time) })
@@ -185,8 +212,9 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// add decodes one event and keeps it if it is a would-be refusal.
-func (res *Result) add(line []byte, opts Options, pending map[string]int) error {
+// add decodes one event and keeps it if it is a would-be refusal, or one
+// the replay rp (if any) finds.
+func (res *Result) add(line []byte, opts Options, pending map[string]int, rp *replayer) error {
 	var e event
 	if err := json.Unmarshal(line, &e); err != nil {
 		return fmt.Errorf("not an audit event (audit.k8s.io/v1 Event JSON, --audit-log-format=json): %w", err)
@@ -209,10 +237,24 @@ func (res *Result) add(line []byte, opts Options, pending map[string]int) error 
 		}
 	}
 	if webhook == "" {
+		if rp == nil || (e.Stage != "ResponseComplete" && e.Stage != "Panic") ||
+			opts.Namespace != "" && (e.ObjectRef == nil || e.ObjectRef.Namespace != opts.Namespace) {
+			return nil
+		}
+		return rp.judge(res, &e)
+	}
+	a := admissionOf(&e, webhook)
+	if opts.Namespace != "" && a.Namespace != opts.Namespace {
 		return nil
 	}
+	res.fold(a, e.Stage, pending)
+	return nil
+}
+
+// admissionOf is the row of e, with the annotations of webhook.
+func admissionOf(e *event, webhook string) Admission {
 	a := Admission{
-		AuditID: e.AuditID, Time: e.Timestamp, Verb: e.Verb,
+		Source: SourceMonitor, AuditID: e.AuditID, Time: e.Timestamp, Verb: e.Verb,
 		User: e.User.Username, Groups: e.User.Groups, UserAgent: e.UserAgent, Webhook: webhook,
 		Rule: e.Annotations[webhook+"/"+keyRule], Claimed: e.Annotations[webhook+"/"+keyClaimed],
 		DryRun: dryRun(e.RequestURI),
@@ -233,8 +275,9 @@ func (res *Result) add(line []byte, opts Options, pending map[string]int) error 
 		}
 		a.Namespace, a.Name = ref.Namespace, ref.Name
 	}
-	for _, o := range []*objectMeta{e.ResponseObject, e.RequestObject} {
-		if o == nil {
+	for _, raw := range []json.RawMessage{e.ResponseObject, e.RequestObject} {
+		var o objectMeta
+		if len(raw) == 0 || json.Unmarshal(raw, &o) != nil {
 			continue
 		}
 		if a.Name == "" {
@@ -244,11 +287,7 @@ func (res *Result) add(line []byte, opts Options, pending map[string]int) error 
 			a.GenerateName = o.Metadata.GenerateName
 		}
 	}
-	if opts.Namespace != "" && a.Namespace != opts.Namespace {
-		return nil
-	}
-	res.fold(a, e.Stage, pending)
-	return nil
+	return a
 }
 
 // fold adds a, an event of stage, to the admissions. One request is
@@ -288,6 +327,9 @@ func (res *Result) WriteTable(w io.Writer) error {
 		verb := a.Verb
 		if a.DryRun {
 			verb += " (dry run)"
+		}
+		if a.Source == SourceReplay {
+			verb += " (replay)"
 		}
 		name := a.Name
 		if name == "" && a.GenerateName != "" {

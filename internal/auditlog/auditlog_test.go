@@ -18,7 +18,7 @@ func readFixture(t *testing.T, opts Options) *Result {
 	f, err := os.Open("testdata/audit.log")
 	require.NoError(t, err)
 	defer f.Close()
-	res, err := Read(f, opts)
+	res, err := Read(t.Context(), f, opts)
 	require.NoError(t, err)
 	return res
 }
@@ -36,7 +36,7 @@ func TestRead(t *testing.T) {
 
 	conflict, forged, job := res.Admissions[0], res.Admissions[1], res.Admissions[2]
 	assert.Equal(t, Admission{
-		AuditID: "3a4b5c6d-0000-4000-8000-000000000004", Time: time.Date(2026, 11, 27, 9, 5, 0, 0, time.UTC),
+		Source: SourceMonitor, AuditID: "3a4b5c6d-0000-4000-8000-000000000004", Time: time.Date(2026, 11, 27, 9, 5, 0, 0, time.UTC),
 		Verb: "patch", Resource: "pods", Namespace: "team-b", Name: "web-1", User: "mallory",
 		Groups: []string{"system:authenticated"}, UserAgent: "kubectl/v1.37.1",
 		Webhook: "workloads.user-info.yunikorn.apache.org", Rule: "update: user.info changed", Code: 409,
@@ -97,12 +97,12 @@ func TestRead_badInput(t *testing.T) {
 		{"wrong type", good + "\n\n" + `{"kind":"Event","apiVersion":"audit.k8s.io/v1","user":"alice","annotations":{"w/monitor":"would be refused"}}`, "line 3: not an audit event"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Read(strings.NewReader(tc.log), Options{})
+			_, err := Read(t.Context(), strings.NewReader(tc.log), Options{})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-	res, err := Read(strings.NewReader(""), Options{})
+	res, err := Read(t.Context(), strings.NewReader(""), Options{})
 	require.NoError(t, err)
 	assert.Zero(t, res.Lines, "an empty log is no error: nothing was recorded")
 }
@@ -112,7 +112,7 @@ func TestRead_lastLineUnterminated(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("testdata/audit.log")
 	require.NoError(t, err)
-	res, err := Read(bytes.NewReader(bytes.TrimRight(data, "\n")), Options{})
+	res, err := Read(t.Context(), bytes.NewReader(bytes.TrimRight(data, "\n")), Options{})
 	require.NoError(t, err)
 	assert.Len(t, res.Admissions, 3)
 }
@@ -140,7 +140,7 @@ func TestRead_clientChosenAuditID(t *testing.T) {
 		monitorEvent("same", "ResponseComplete", "2026-11-27T09:00:05.000001Z", "/api/v1/namespaces/team-a/pods?dryRun=All", "decoy", 201),
 		monitorEvent("same", "ResponseComplete", "2026-11-27T09:00:05.000001Z", "/api/v1/namespaces/team-a/pods?dryRun=All", "decoy-2", 201),
 	}, "\n")
-	res, err := Read(strings.NewReader(log), Options{})
+	res, err := Read(t.Context(), strings.NewReader(log), Options{})
 	require.NoError(t, err)
 	require.Len(t, res.Admissions, 3, "%+v", res.Admissions)
 	assert.Equal(t, "forged", res.Admissions[0].Name)
