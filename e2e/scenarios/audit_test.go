@@ -482,3 +482,51 @@ func moduleDir(t *testing.T, module string) string {
 	require.NotEmpty(t, info.Dir, strings.TrimSpace(string(out)))
 	return info.Dir
 }
+
+// forgeAuditUser makes TestAuditLogReplay's forgery; the API server's
+// audit policy records its requests with their bodies (level Request).
+const forgeAuditUser = "forge-audit"
+
+// TestAuditLogReplay: in a namespace no webhook covers (the policy is
+// absent there), a user creates a Pod carrying alice's record, and
+// another carrying nothing. `audit --audit-log` asks the embedded policy
+// again about what the API server's audit log shows stored, and lists the
+// forgery with the policy's own rule, and only it.
+func TestAuditLogReplay(t *testing.T) {
+	start(t)
+	ctx := t.Context()
+	ns := newNamespace(t, "")
+	cs := client(forgeAuditUser)
+	forAlice := map[string]string{annotationKey: `{"user":"alice","groups":["dev"]}`}
+	p, err := cs.CoreV1().Pods(ns).Create(ctx, yk(newPod("as-alice", forAlice)), metav1.CreateOptions{})
+	require.NoError(t, err, "no policy covers the namespace")
+	assert.Equal(t, forAlice[annotationKey], p.Annotations[annotationKey], "stored as sent")
+	_, err = cs.CoreV1().Pods(ns).Create(ctx, yk(newPod("plain", nil)), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	// The audit log is written in blocking mode: each event is on disk
+	// before the request is answered.
+	out, progress := runCLI(t, "audit", "--audit-log", e2e.cluster.AuditLogPath(), "-n", ns, "-o", "json")
+	t.Logf("audit --audit-log:\n%s\n%s", out, progress)
+	var res struct {
+		Admissions []struct {
+			Source, Verb, Resource, Namespace, Name, User, Rule, Claimed, Message string
+			Code                                                                  int
+		}
+		Replayed int
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	assert.Equal(t, 1, res.Replayed, "the one create that supplied user.info")
+	require.Len(t, res.Admissions, 1, "the forgery, not the Pod that supplied nothing")
+	a := res.Admissions[0]
+	assert.Equal(t, "replay", a.Source)
+	assert.Equal(t, "create", a.Verb)
+	assert.Equal(t, "pods", a.Resource)
+	assert.Equal(t, ns, a.Namespace)
+	assert.Equal(t, "as-alice", a.Name)
+	assert.Equal(t, forgeAuditUser, a.User)
+	assert.Equal(t, forAlice[annotationKey], a.Claimed)
+	assert.Equal(t, "create: present, submitter not allowed", a.Rule)
+	assert.Contains(t, a.Message, "user "+forgeAuditUser+" with groups [dev,system:authenticated] is not allowed to set user annotation")
+	assert.Equal(t, 201, a.Code)
+}

@@ -63,6 +63,7 @@ var users = []cluster.User{
 	{Name: appOwnerUser},
 	{Name: listPathsUser},
 	{Name: monitorAuditUser, Groups: []string{"dev"}},
+	{Name: forgeAuditUser, Groups: []string{"dev"}},
 }
 
 // externalUsers replaces the shipped (empty) externalUsers setting.
@@ -250,7 +251,9 @@ func run(m *testing.M) int {
 		// cache took) and TestMonitorAuditLog's (what monitor mode let
 		// through).
 		AuditUsers: []string{listPathsUser, monitorAuditUser},
-		Log:        log,
+		// TestAuditLogReplay's, with the objects they send.
+		AuditRequestUsers: []string{forgeAuditUser},
+		Log:               log,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: start the cluster:", err)

@@ -41,21 +41,28 @@ func (e AuditEvent) Code() int {
 // Options.AuditUsers only (level Metadata: no bodies), and returns the API
 // server's audit flags; none when no user is audited.
 func (c *Cluster) auditFlags() ([]string, error) {
-	if len(c.opts.AuditUsers) == 0 {
+	if len(c.opts.AuditUsers) == 0 && len(c.opts.AuditRequestUsers) == 0 {
 		return nil, nil
-	}
-	users, err := json.Marshal(c.opts.AuditUsers)
-	if err != nil {
-		return nil, fmt.Errorf("write the audit policy: %w", err)
 	}
 	policy := `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
-  - level: Metadata
-    users: ` + string(users) + `
-  - level: None
 `
+	for _, r := range []struct {
+		level string
+		users []string
+	}{{"Request", c.opts.AuditRequestUsers}, {"Metadata", c.opts.AuditUsers}} {
+		if len(r.users) == 0 {
+			continue
+		}
+		users, err := json.Marshal(r.users)
+		if err != nil {
+			return nil, fmt.Errorf("write the audit policy: %w", err)
+		}
+		policy += "  - level: " + r.level + "\n    users: " + string(users) + "\n"
+	}
+	policy += "  - level: None\n"
 	path := filepath.Join(c.Dir, "audit-policy.yaml")
 	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
 		return nil, fmt.Errorf("write the audit policy: %w", err)

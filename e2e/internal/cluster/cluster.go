@@ -103,6 +103,10 @@ type Options struct {
 	// an audit log (metadata only), for AuditEvents. Default: none, and no
 	// audit log.
 	AuditUsers []string
+	// AuditRequestUsers are users whose requests are recorded with their
+	// bodies (level Request), as an audit that replays what users
+	// supplied needs them. Default: none.
+	AuditRequestUsers []string
 	// APIServerArgs are added to kube-apiserver's flags (feature gates,
 	// an admission configuration file). Default: none.
 	APIServerArgs []string
