@@ -571,7 +571,9 @@ func TestServe_settingsReload(t *testing.T) {
 }
 
 // TestServe_deepRequest: the policy copes with nesting up to the limit; a
-// request beyond it gets a clear 400 instead of a guest stack overflow.
+// request beyond it gets a clear refusal with code 400, inside an HTTP
+// 200 so that failurePolicy: Ignore cannot skip it, instead of a guest
+// stack overflow.
 func TestServe_deepRequest(t *testing.T) {
 	t.Parallel()
 	tlsf := newTLSFiles(t)
@@ -590,8 +592,10 @@ func TestServe_deepRequest(t *testing.T) {
 	assert.Contains(t, string(body), `"allowed":true,"patchType":"JSONPatch"`)
 
 	status, body = postReview(t, client, s.url, nested(600))
-	assert.Equal(t, http.StatusBadRequest, status)
-	assert.Contains(t, string(body), `"message":"decode admission review: JSON nests deeper than 512 levels","code":400`)
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, string(body), `"allowed":false`)
+	assert.Contains(t, string(body), `JSON nests deeper than 512 levels`)
+	assert.Contains(t, string(body), `"code":400`)
 }
 
 func TestServe_argumentErrors(t *testing.T) {
