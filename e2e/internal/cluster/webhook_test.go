@@ -54,7 +54,7 @@ func TestAdaptSettings_errors(t *testing.T) {
 // rules, match conditions and policies are what the shipped file says.
 func TestAdaptWebhookConfiguration(t *testing.T) {
 	t.Parallel()
-	manifest, err := os.ReadFile(filepath.Join(deployDir, "mutatingwebhookconfiguration.yaml"))
+	manifest, err := os.ReadFile(filepath.Join(deployDir, "registration", "mutatingwebhookconfiguration.yaml"))
 	require.NoError(t, err)
 	var shipped admissionregistrationv1.MutatingWebhookConfiguration
 	require.NoError(t, yaml.Unmarshal(manifest, &shipped))
