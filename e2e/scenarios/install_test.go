@@ -86,6 +86,7 @@ func TestInstallLines(t *testing.T) {
 	// registers nothing that refuses.
 	errs := in.apply(ctx, in.readFiles(t, "deploy/webhook/"))
 	assert.NotEmpty(t, errs, "kubectl apply -f deploy/webhook/ is not an install")
+	t.Logf("kubectl apply -f deploy/webhook/: %v", errors.Join(errs...))
 	in.requireNoRegistration(t)
 	in.requireAdmitted(t, podNS, "after kubectl apply -f deploy/webhook/", false)
 
@@ -94,6 +95,7 @@ func TestInstallLines(t *testing.T) {
 			// First the step without its CA: refused, nothing registered.
 			errs := in.apply(ctx, in.kustomize(t, "deploy/webhook/registration"))
 			require.Len(t, errs, 2, "kubectl apply -k deploy/webhook/registration, as is")
+			t.Logf("kubectl apply -k deploy/webhook/registration: %v", errors.Join(errs...))
 			for _, err := range errs {
 				assert.Contains(t, err.Error(), "base64", "the placeholder is refused")
 			}
