@@ -260,6 +260,10 @@ E2E_OLD_KUBE ?= 1.33
 # (CEL) scenarios also run on, with the gate and v1beta1 API turned on.
 E2E_MAP_BETA_KUBE ?= 1.35
 E2E_MAP_BETA_RUN ?= CEL
+# The first version with MutatingAdmissionPolicy GA and on by default
+# (e2e/kube136), which the README recommends for cel: the CEL scenarios and
+# the chart's rendered objects run there with no gate turned on.
+E2E_CEL_KUBE ?= 1.36
 E2E_OLD_KUBE_RUN ?= ^(TestUserPod|TestDeployment|TestCronJobScheduledJob|TestStatefulSetPods|TestRolloutRestart|TestForgedIdentityRefused|TestFrontEndOnBehalf|TestAnnotationChangeRefused|TestAnnotationAddRefused|TestServerSideApply|TestDryRunCreate|TestImpersonation|TestPodSubresources|TestWebhookDownFailsClosed|TestChartRegistrationGate|TestHostileLaterWebhook|TestHostCapabilities|TestWatchCacheListPaths|TestYuniKornApplicationOwnership|TestChartRenderingServed)$$
 E2E_ENV := CGO_ENABLED=0 E2E_SERVE_BINARY=$(CURDIR)/$(BINARY)
 E2E_TEST := $(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) -parallel 16

@@ -19,11 +19,14 @@ const DefaultKubeVersion = "1.37"
 // is the e2e module itself, each other one a wrapper module of its own (its
 // staging modules cannot share a module graph with the newest's): 1.33 the
 // oldest the core scenarios run on, 1.35 the MutatingAdmissionPolicy beta
-// the CEL scenarios run on.
+// the CEL scenarios run on (gate and API turned on), 1.36 the first with
+// MutatingAdmissionPolicy GA and on by default, which the CEL scenarios
+// also run on.
 var kubeModules = map[string]string{
 	DefaultKubeVersion: ".",
 	"1.33":             "kube133",
 	"1.35":             "kube135",
+	"1.36":             "kube136",
 }
 
 // KubeVersions lists the versions KubeModuleDir accepts, oldest first.

@@ -15,7 +15,7 @@ import (
 func TestKubeModuleDir_pinsTheVersion(t *testing.T) {
 	t.Parallel()
 	e2eDir := filepath.Join("..", "..")
-	require.Equal(t, []string{"1.33", "1.35", DefaultKubeVersion}, KubeVersions())
+	require.Equal(t, []string{"1.33", "1.35", "1.36", DefaultKubeVersion}, KubeVersions())
 	for _, v := range KubeVersions() {
 		dir, err := KubeModuleDir(e2eDir, v)
 		require.NoError(t, err)
@@ -33,5 +33,5 @@ func TestKubeModuleDir_pinsTheVersion(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(e2eDir, "kube133"), dir)
 	_, err = KubeModuleDir(e2eDir, "1.30")
-	assert.ErrorContains(t, err, `E2E_KUBE_VERSION="1.30": not a Kubernetes version the suite builds (want one of 1.33, 1.35, 1.37)`)
+	assert.ErrorContains(t, err, `E2E_KUBE_VERSION="1.30": not a Kubernetes version the suite builds (want one of 1.33, 1.35, 1.36, 1.37)`)
 }
