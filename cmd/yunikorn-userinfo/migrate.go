@@ -62,10 +62,11 @@ documents, or a List; - reads stdin; a ConfigMap is recognised by its name,
 one without a name is yunikorn-configs), or from the API server of
 --kubeconfig, in --namespace.
 
-Values are read as YuniKorn 1.9 reads them: booleans with Go's
-strconv.ParseBool, pattern lists split at every comma, trimmed, empty pieces
-skipped; a value YuniKorn cannot use leaves it at its default, and so does
-the output. The settings are written typed (booleans, arrays of patterns) in
+Values are read as YuniKorn 1.9 reads them (tested against k8shim v1.9.0;
+YuniKorn 1.10 reads the same keys the same way, read but not tested; the
+report's first line says so): booleans with Go's strconv.ParseBool, pattern
+lists split at every comma, trimmed, empty pieces skipped; a value YuniKorn
+cannot use leaves it at its default, and so does the output. The settings are written typed (booleans, arrays of patterns) in
 the policy's order of keys, and checked with the embedded policy's
 validate_settings before they are printed. The admissionController.filtering
 keys become the scheduling setting, written even when none is set (the
@@ -153,7 +154,7 @@ func (a *app) runMigrate(cmd *cobra.Command, args []string, f *migrateFlags) err
 	if err != nil {
 		return fmt.Errorf("write the settings: %w", err)
 	}
-	fmt.Fprintf(a.stderr, "migrate: %s\n", src.Describe())
+	fmt.Fprintf(a.stderr, "migrate: %s: %s\n", src.Describe(), ykconfig.CheckedAgainst)
 	if err := res.WriteReport(a.stderr); err != nil {
 		return err
 	}

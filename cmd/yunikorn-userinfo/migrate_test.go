@@ -16,6 +16,7 @@ import (
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
 	"github.com/yunikorn-userinfo/userinfo/host/settings"
+	"github.com/yunikorn-userinfo/userinfo/internal/yunikorn/ykconfig"
 )
 
 // The example ConfigMaps of the conversion's own tests.
@@ -242,7 +243,7 @@ current-context: wrong
 		"/api/v1/pods"}, paths)
 	assert.Contains(t, res.stderr, "migrate: could not look for Pods in generated applications (audit finds them): list Pods: ")
 	assert.JSONEq(t, `{"externalUsers":["^livy$"],"queueCheck":{"mode":"warn","namespace":"yk","policyGroup":"batch"},"scheduling":{}}`, res.stdout)
-	assert.Contains(t, res.stderr, "migrate: yk/yunikorn-configs\n")
+	assert.Contains(t, res.stderr, "migrate: yk/yunikorn-configs: "+ykconfig.CheckedAgainst+"\n")
 
 	res = runCLIWith(t, compilationCache(t), "", "migrate", "--kubeconfig", kubeconfig, "--context", "fake", "-n", "elsewhere")
 	assert.Equal(t, 1, res.code)

@@ -29,6 +29,14 @@ const (
 	KeyHotRefresh          = "service.enableConfigHotRefresh"
 )
 
+// CheckedAgainst says which YuniKorn the conversion reads keys, defaults
+// and values as, and how far that was checked, for migrate's report: k8shim
+// v1.9.0's own configuration code runs in the real-cluster tests; the
+// k8shim main line after it, which 1.10 comes from, has the same
+// pkg/admission/conf (read, not run).
+const CheckedAgainst = "read as YuniKorn 1.9's admission controller reads it (tested against k8shim v1.9.0); " +
+	"YuniKorn 1.10's reads the same keys with the same defaults and parsing (read, not tested)"
+
 // YuniKorn 1.9's defaults of the keys that are mapped.
 const (
 	ykDefaultSystemUsers      = acconf.DefaultSystemUsers
