@@ -290,7 +290,7 @@ e2e: build chart-render ## End-to-end tests on one Kubernetes version: real etcd
 	rc=$$?; echo "make e2e: $$(( $$(date +%s) - start ))s (build, cluster and scenarios)"; exit $$rc
 
 .PHONY: e2e-matrix
-e2e-matrix: build chart-render ## The rest of the real-cluster matrix (make lab): the YuniKorn scenarios with every controller as system:kube-controller-manager, the core scenarios on Kubernetes $(E2E_OLD_KUBE), the CEL scenarios on $(E2E_MAP_BETA_KUBE) with MutatingAdmissionPolicy beta, and the long k8shim/core ownership sequences
+e2e-matrix: build chart-render ## The rest of the real-cluster matrix (make lab): the YuniKorn scenarios with every controller as system:kube-controller-manager, the core scenarios on Kubernetes $(E2E_OLD_KUBE), the CEL scenarios on $(E2E_MAP_BETA_KUBE) with MutatingAdmissionPolicy beta and on $(E2E_CEL_KUBE) with it GA (with the chart's objects and hybrid mode), and the long k8shim/core ownership sequences
 	@start=$$(date +%s); cd e2e && \
 	echo "e2e-matrix: the ownership model against k8shim and core, long sequences" && \
 	(cd yunikorn && APPOWNER_SEQUENCES=30 APPOWNER_CORE_SEQUENCES=10 $(E2E_ENV) $(GO) test -count=1 -timeout $(E2E_TIMEOUT) ./...) && \
@@ -299,7 +299,9 @@ e2e-matrix: build chart-render ## The rest of the real-cluster matrix (make lab)
 	echo "e2e-matrix: the core scenarios on Kubernetes $(E2E_OLD_KUBE)" && \
 	E2E_KUBE_VERSION=$(E2E_OLD_KUBE) $(E2E_ENV) $(E2E_TEST) -run '$(E2E_OLD_KUBE_RUN)' ./scenarios && \
 	echo "e2e-matrix: the in-apiserver (CEL) scenarios on Kubernetes $(E2E_MAP_BETA_KUBE), MutatingAdmissionPolicy beta" && \
-	E2E_KUBE_VERSION=$(E2E_MAP_BETA_KUBE) $(E2E_ENV) $(E2E_TEST) -run '$(E2E_MAP_BETA_RUN)' ./scenarios; \
+	E2E_KUBE_VERSION=$(E2E_MAP_BETA_KUBE) $(E2E_ENV) $(E2E_TEST) -run '$(E2E_MAP_BETA_RUN)' ./scenarios && \
+	echo "e2e-matrix: the CEL scenarios, the chart's hybrid mode and its rendered objects on Kubernetes $(E2E_CEL_KUBE), MutatingAdmissionPolicy GA" && \
+	E2E_KUBE_VERSION=$(E2E_CEL_KUBE) $(E2E_ENV) $(E2E_TEST) -run 'CEL|^TestChartModeHybridWebhookDown$$|^TestChartRenderingServed$$' ./scenarios; \
 	rc=$$?; echo "make e2e-matrix: $$(( $$(date +%s) - start ))s"; exit $$rc
 
 .PHONY: lab
