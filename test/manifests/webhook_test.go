@@ -139,7 +139,7 @@ func TestDeployment_replicasAndSpread(t *testing.T) {
 }
 
 // TestDeployment_imageIsTheRelease: the Deployment's image is the tag
-// make publish pushes, metadata.yml's version (the Makefile's VERSION).
+// a release is pushed with (docs/INSTALL.md), metadata.yml's version (the Makefile's VERSION).
 func TestDeployment_imageIsTheRelease(t *testing.T) {
 	t.Parallel()
 	md, err := parsePolicyMetadata(readRepoFile(t, "metadata.yml"))
