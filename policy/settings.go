@@ -104,6 +104,10 @@ type Settings struct {
 	// operator meant (unanchored, or matching the empty string).
 	// validate_settings reports them with valid=true.
 	Warnings []string
+	// Notes explain what a deliberate setting implies (trustPodTokens):
+	// nothing is wrong, so validate_settings reports them after "note: ",
+	// which hosts log once at start at info level, not as a warning.
+	Notes []string
 }
 
 // settingsError lists every problem found in a settings object, so an
@@ -205,7 +209,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 		s.SchedulerUsers = mustCompileAll(defaultSchedulerUsers)
 	}
 	if s.TrustPodTokens {
-		s.Warnings = append(s.Warnings, msgPodTokenBoundary)
+		s.Notes = append(s.Notes, msgPodTokenBoundary)
 	}
 	followWarnings(s, seen)
 	return s, nil
@@ -215,7 +219,7 @@ func parseSettings(raw gjson.Result) (*Settings, error) {
 // message.
 const trustRBACKeys = "verb, group, resource, groupsResource, acceptWildcardGrants, maxGroups"
 
-// msgPodTokenBoundary is the remark on settings with trustPodTokens: who
+// msgPodTokenBoundary is the note on settings with trustPodTokens: who
 // may act as a driver Pod, and so give its identity to the Pods they create
 // (docs/BEHAVIOUR.md §3.4).
 const msgPodTokenBoundary = "settings." + keyTrustPodTokens + ": a Pod created with a token bound to a driver Pod may carry the driver's identity, " +
@@ -406,8 +410,8 @@ func splitPatterns(list string) ([]string, string) { return nsfilter.SplitPatter
 
 // compileAll compiles the patterns of one setting, and records a warning
 // for each that is probably a mistake: one that matches the empty string
-// (so, searched anywhere, every name) and one that is not anchored at both
-// ends (so it matches every name that contains a match).
+// (so, searched anywhere, every name) and one anchored at neither end (so
+// it matches every name that contains a match anywhere).
 func compileAll(errs *settingsError, warnings *[]string, key string, patterns []string) []*regexp.Regexp {
 	out := make([]*regexp.Regexp, 0, len(patterns))
 	for i, p := range patterns {
@@ -425,20 +429,22 @@ func compileAll(errs *settingsError, warnings *[]string, key string, patterns []
 		case re.MatchString(""):
 			*warnings = append(*warnings, field+": pattern "+quote(p)+" matches the empty string, so it may match every name")
 		case !anchored(p):
-			*warnings = append(*warnings, field+": pattern "+quote(p)+" is not anchored with ^ and $, so it matches every name that contains a match")
+			*warnings = append(*warnings, field+": pattern "+quote(p)+" is not anchored with ^ or $, so it matches every name that contains a match anywhere")
 		}
 		out = append(out, re)
 	}
 	return out
 }
 
-// anchored reports whether a pattern starts with ^ or \A and ends with $ or
-// \z (an escaped \$ is a literal dollar, not an anchor).
+// anchored reports whether a pattern starts with ^ or \A or ends with $ or
+// \z (an escaped \$ is a literal dollar, not an anchor): anchored at one
+// end it is a prefix (or suffix) match, which is what "^system:" means;
+// anchored at neither it matches a name that contains a match anywhere.
 func anchored(p string) bool {
 	begins := strings.HasPrefix(p, "^") || strings.HasPrefix(p, `\A`)
 	ends := strings.HasSuffix(p, `\z`) ||
 		(strings.HasSuffix(p, "$") && (len(p)-len(strings.TrimRight(strings.TrimSuffix(p, "$"), `\`))-1)%2 == 0)
-	return begins && ends
+	return begins || ends
 }
 
 func mustCompileAll(patterns []string) []*regexp.Regexp {

@@ -124,11 +124,10 @@ func TestParseSettings_emptyEntries(t *testing.T) {
 func TestValidateSettings_warnings(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ settings, want string }{
-		{`{"externalUsers":["^admin"]}`, `settings.externalUsers[0]: pattern "^admin" is not anchored with ^ and $, so it matches every name that contains a match`},
-		{`{"externalGroups":"dev"}`, `settings.externalGroups[0]: pattern "dev" is not anchored`},
+		{`{"externalGroups":"dev"}`, `settings.externalGroups[0]: pattern "dev" is not anchored with ^ or $, so it matches every name that contains a match anywhere`},
+		{`{"externalUsers":["a\\$"]}`, `settings.externalUsers[0]: pattern "a\\$" is not anchored`},
 		{`{"externalUsers":["a*"]}`, `settings.externalUsers[0]: pattern "a*" matches the empty string, so it may match every name`},
 		{`{"systemUsers":["^$"]}`, `settings.systemUsers[0]: pattern "^$" matches the empty string`},
-		{`{"externalUsers":["^a\\$"]}`, `settings.externalUsers[0]: pattern "^a\\$" is not anchored`},
 	}
 	for _, tc := range tests {
 		out, err := validateSettings([]byte(tc.settings))
@@ -141,9 +140,13 @@ func TestValidateSettings_warnings(t *testing.T) {
 		assert.True(t, got.Valid, tc.settings)
 		assert.Contains(t, got.Message, "warning: "+tc.want, tc.settings)
 	}
-	out, err := validateSettings([]byte(`{"externalUsers":["^alice$","\\Abob\\z"]}`))
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"valid":true}`, string(out))
+	// Anchored at both ends, or at one: an exact, a prefix or a suffix
+	// match, each meaning what it says; and the defaults.
+	for _, quiet := range []string{`{"externalUsers":["^alice$","\\Abob\\z"]}`, `{"systemUsers":["^system:"],"externalUsers":["^a\\$","-bot$"]}`, `{}`} {
+		out, err := validateSettings([]byte(quiet))
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"valid":true}`, string(out), quiet)
+	}
 }
 
 // A cached parse must never serve one settings object's result for another.

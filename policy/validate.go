@@ -87,11 +87,19 @@ func validateSettings(payload []byte) ([]byte, error) {
 	if err != nil {
 		return settingsResponse(err.Error()), nil
 	}
+	// The protocol has no warnings here: valid settings with a message,
+	// which hosts log. Warnings come first, after "warning: "; notes on
+	// their own line, after "note: ".
+	var remark []string
 	if len(s.Warnings) > 0 {
-		// The protocol has no warnings here: valid settings with a message,
-		// which hosts log.
+		remark = append(remark, "warning: "+strings.Join(s.Warnings, "; "))
+	}
+	if len(s.Notes) > 0 {
+		remark = append(remark, "note: "+strings.Join(s.Notes, "; "))
+	}
+	if len(remark) > 0 {
 		b := append([]byte(nil), `{"valid":true,"message":`...)
-		b = appendJSONString(b, "warning: "+strings.Join(s.Warnings, "; "))
+		b = appendJSONString(b, strings.Join(remark, "\n"))
 		return append(b, '}'), nil
 	}
 	return settingsResponse(""), nil
