@@ -231,8 +231,20 @@ func decideCreate(s *Settings, r request, kind kindRef, id identity, cur *podMet
 	return decideAbsent(s, r, kind, id, []*podMeta{cur})
 }
 
-// decidePresent decides a CREATE that supplies value.
+// decidePresent decides a CREATE that supplies value. A refusal ends by
+// showing the record the policy would write for the submitter: the value
+// the submitter may always supply, and the one written when they supply
+// none.
 func decidePresent(s *Settings, r request, kind kindRef, id identity, value string) (decision, error) {
+	d, err := judgeSupplied(s, r, kind, id, value)
+	if err == nil && !d.accepted {
+		d.message += "; the value is not exactly your record; it would be " + id.recordedValue(s.RecordedGroups)
+	}
+	return d, err
+}
+
+// judgeSupplied is decidePresent without the record in its refusals.
+func judgeSupplied(s *Settings, r request, kind kindRef, id identity, value string) (decision, error) {
 	switch {
 	case s.BypassAuth:
 		return accept("create: present, bypassAuth"), nil
