@@ -38,7 +38,14 @@ allow-lists, and the recorded identity never changes afterwards.
 The settings are those of run and serve, validated with the embedded policy's
 validate_settings first. Settings whose rules read the cluster (trustRBAC,
 queueCheck, configValidation, workloads, trustPodTokens,
-applicationOwnership, scheduling) are refused: they need the webhook.
+applicationOwnership, scheduling) are refused: they need the webhook. The
+refusal names the mode that takes them: hybrid (CEL and the webhook) for
+queueCheck, configValidation, applicationOwnership and scheduling; the
+webhook alone (standalone, or kubewarden) for trustRBAC, workloads,
+trustPodTokens, adopters and followYuniKornConfig.
+
+For 1.34 and 1.35, and for --static on 1.36, the feature gates the API
+server needs are written on stderr.
 
 --kube-version chooses the MutatingAdmissionPolicy API: v1 from 1.36,
 v1beta1 on 1.34 and 1.35 (where it is off by default). With validateOnly
@@ -88,6 +95,11 @@ func (a *app) runCEL(ctx context.Context, f *celFlags) error {
 	s, err := cel.ParseSettings(raw)
 	if err != nil {
 		return err
+	}
+	// What the chosen version needs, on stderr: the policies are written
+	// either way, for an API server set up to load them.
+	if needs := cel.Needs(f.kubeVersion, f.static != ""); needs != "" {
+		logger.WarnContext(ctx, "the API server needs a feature gate for these policies", "needs", needs)
 	}
 	if f.static != "" {
 		return writeStatic(s, f)

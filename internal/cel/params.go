@@ -77,6 +77,9 @@ type ChartFile struct {
 	ParamKind   map[string]string `json:"paramKind"`
 	ParamKeys   []string          `json:"paramKeys"`
 	ContextKeys map[string]string `json:"contextKeys"`
+	// StandaloneKeys are the context keys mode hybrid refuses too: only
+	// the webhook alone takes them.
+	StandaloneKeys []string `json:"standaloneKeys"`
 	// Twin is the validating twin's match condition for Pods and
 	// workloads (TwinCondition), for the chart to fill from its values.
 	Twin ChartTwin `json:"twin"`
@@ -103,9 +106,10 @@ func ChartPolicies() ([]byte, error) {
 		Defaults: ParamData(defaults),
 		Comment: "Generated from internal/cel by `go test ./internal/cel -run TestChartFile -update` (make generate); do not edit. " +
 			"The policies of modes cel and hybrid; the settings are read from the ConfigMap parameter (cel.ParamData).",
-		ParamKind:   ParamKind,
-		ParamKeys:   ParamKeys,
-		ContextKeys: contextKeys,
+		ParamKind:      ParamKind,
+		ParamKeys:      ParamKeys,
+		ContextKeys:    contextKeys,
+		StandaloneKeys: standaloneKeys,
 		Twin: ChartTwin{Name: TwinConditionName, Template: TwinConditionTemplate(),
 			UserMatch: TwinUserMatch(), GroupMatch: TwinGroupMatch,
 			UsersPlaceholder: TwinUsersPlaceholder, GroupsPlaceholder: TwinGroupsPlaceholder},

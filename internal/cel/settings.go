@@ -3,10 +3,13 @@ package cel
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/yunikorn-userinfo/userinfo/policy/nsfilter"
 )
 
 // Settings are the policy settings that the in-apiserver mode expresses:
@@ -59,16 +62,51 @@ var contextKeys = map[string]string{
 	"adopters": "lets adopters record the owner of an object that records none, which the CEL rules refuse on UPDATE",
 }
 
+// standaloneKeys are the context keys mode hybrid cannot use either: with
+// them the webhook admits a supplied annotation (an operator's copy, an
+// adoption, one trusted by RBAC or by the followed yunikorn-configs) that
+// the CEL policies, evaluated after it, refuse. Only the webhook alone
+// (modes standalone and kubewarden) takes them.
+var standaloneKeys = []string{"adopters", "followYuniKornConfig", "trustPodTokens", "trustRBAC", "workloads"}
+
 // ErrNeedsWebhook lists settings the in-apiserver mode cannot express.
 type ErrNeedsWebhook struct{ Keys []string }
 
+// Error names the mode that takes every key: hybrid, unless one of them is
+// a key only the webhook alone takes.
 func (e *ErrNeedsWebhook) Error() string {
 	parts := make([]string, len(e.Keys))
+	var alone []string
 	for i, k := range e.Keys {
 		parts[i] = "settings." + k + " (" + contextKeys[k] + ")"
+		if slices.Contains(standaloneKeys, k) {
+			alone = append(alone, "settings."+k)
+		}
 	}
-	return "the in-apiserver (CEL) mode cannot express " + strings.Join(parts, ", ") +
-		": these rules need the webhook; use mode hybrid (CEL for the core rules, the webhook for these) or the webhook alone"
+	msg := "the in-apiserver (CEL) mode cannot express " + strings.Join(parts, ", ") + ": these rules need the webhook; "
+	if len(alone) > 0 {
+		return msg + "use the webhook alone (the chart's mode standalone, or kubewarden): mode hybrid cannot use " +
+			strings.Join(alone, ", ") + " either, since the webhook would admit a supplied annotation the CEL policies refuse"
+	}
+	return msg + "use mode hybrid (CEL for the core rules, the webhook for these) or standalone"
+}
+
+// Needs says what an API server of version kube needs to load what cel
+// prints (static: the staticManifestsDir form), or "" when nothing: the
+// feature gates off by default there. kube must be one MAPVersion accepts.
+func Needs(kube string, static bool) string {
+	_, minor, _ := strings.Cut(strings.TrimPrefix(kube, "v"), ".")
+	minor, _, _ = strings.Cut(minor, ".")
+	n, _ := strconv.Atoi(minor)
+	switch {
+	case static && n == 36:
+		return "Kubernetes 1.36 loads static admission manifests only with the ManifestBasedAdmissionControlConfig feature gate " +
+			"(kube-apiserver --feature-gates=ManifestBasedAdmissionControlConfig=true), beta and on by default from 1.37"
+	case n == 34 || n == 35:
+		return "Kubernetes 1." + minor + " serves MutatingAdmissionPolicy v1beta1 only with kube-apiserver " +
+			"--feature-gates=MutatingAdmissionPolicy=true --runtime-config=admissionregistration.k8s.io/v1beta1=true"
+	}
+	return ""
 }
 
 // ParseSettings reads the core settings from a settings object the policy

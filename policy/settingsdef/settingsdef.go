@@ -28,11 +28,13 @@ type Setting struct {
 const (
 	boolean = `{"type": "boolean"}`
 	// regexList: an array of RE2 patterns, or one comma-separated string.
+	// One schema for both forms, not a oneOf: a pattern that does not
+	// compile is then reported with the compile error alone ("format"
+	// applies to strings, "items" to arrays), not as "none matched".
 	regexList = `{
-		"oneOf": [
-			{"type": "array", "items": {"type": "string", "format": "regex"}},
-			{"type": "string", "format": "regex"}
-		]
+		"type": ["array", "string"],
+		"format": "regex",
+		"items": {"type": "string", "format": "regex"}
 	}`
 )
 
@@ -285,20 +287,13 @@ var All = []Setting{
 								]
 							},
 							"operators": {
-								"oneOf": [
-									{
-										"type": "array",
-										"items": {
-											"type": "string",
-											"minLength": 1,
-											"format": "regex"
-										}
-									},
-									{
-										"type": "string",
-										"format": "regex"
-									}
-								]
+								"type": ["array", "string"],
+								"format": "regex",
+								"items": {
+									"type": "string",
+									"minLength": 1,
+									"format": "regex"
+								}
 							}
 						}
 					},
@@ -336,20 +331,13 @@ var All = []Setting{
 								}
 							},
 							"operators": {
-								"oneOf": [
-									{
-										"type": "array",
-										"items": {
-											"type": "string",
-											"minLength": 1,
-											"format": "regex"
-										}
-									},
-									{
-										"type": "string",
-										"format": "regex"
-									}
-								]
+								"type": ["array", "string"],
+								"format": "regex",
+								"items": {
+									"type": "string",
+									"minLength": 1,
+									"format": "regex"
+								}
 							},
 							"owners": {
 								"type": "array",
@@ -458,19 +446,12 @@ var All = []Setting{
 		Example: `["^system:serviceaccount:yunikorn:yunikorn-admin$"]`,
 		Schema: `{
 			"description": "docs/BEHAVIOUR.md §3.7: the YuniKorn scheduler's identities, whose gang placeholders carry their originator Pod's identity",
-			"oneOf": [
-				{
-					"type": "array",
-					"items": {
-						"type": "string",
-						"format": "regex"
-					}
-				},
-				{
-					"type": "string",
-					"format": "regex"
-				}
-			]
+			"type": ["array", "string"],
+			"format": "regex",
+			"items": {
+				"type": "string",
+				"format": "regex"
+			}
 		}`,
 	},
 	{

@@ -527,7 +527,11 @@ admit what the CEL policies refuse are refused for mode hybrid. */}}
 {{- if eq .Values.mode "cel" -}}
 {{- if $on -}}
 {{- $parts := list -}}
-{{- range $on }}{{ $parts = append $parts (printf "settings.%s (%s)" . (get $file.contextKeys .)) }}{{ end -}}
+{{- $alone := list -}}
+{{- range $on }}{{ $parts = append $parts (printf "settings.%s (%s)" . (get $file.contextKeys .)) }}{{ if has . $file.standaloneKeys }}{{ $alone = append $alone (printf "settings.%s" .) }}{{ end }}{{ end -}}
+{{- if $alone -}}
+{{- fail (printf "mode: cel cannot express %s: these rules need the webhook; use mode standalone (or kubewarden): mode hybrid cannot use %s either, since the webhook would admit a supplied annotation the CEL policies refuse" (join ", " $parts) (join ", " $alone)) -}}
+{{- end -}}
 {{- fail (printf "mode: cel cannot express %s: these rules need the webhook; use mode hybrid (CEL for the core rules, the webhook for these) or standalone" (join ", " $parts)) -}}
 {{- end -}}
 {{- if ne .Values.failurePolicy "Fail" -}}
@@ -535,9 +539,9 @@ admit what the CEL policies refuse are refused for mode hybrid. */}}
 {{- end -}}
 {{- else -}}
 {{- $loose := list -}}
-{{- range $on }}{{ if has . (list "trustRBAC" "trustPodTokens" "workloads" "adopters" "followYuniKornConfig") }}{{ $loose = append $loose (printf "settings.%s" .) }}{{ end }}{{ end -}}
+{{- range $on }}{{ if has . $file.standaloneKeys }}{{ $loose = append $loose (printf "settings.%s" .) }}{{ end }}{{ end -}}
 {{- if $loose -}}
-{{- fail (printf "mode: hybrid cannot use %s: the webhook would admit a supplied annotation (an operator's copy, an adoption, or one the followed yunikorn-configs trusts) that the CEL policies refuse; use mode standalone" (join ", " $loose)) -}}
+{{- fail (printf "mode: hybrid cannot use %s: the webhook would admit a supplied annotation (an operator's copy, an adoption, or one the followed yunikorn-configs trusts) that the CEL policies refuse; use mode standalone (or kubewarden), which takes them" (join ", " $loose)) -}}
 {{- end -}}
 {{- if not (has .Values.hybrid.webhookFailurePolicy (list "Fail" "Ignore")) -}}
 {{- fail (printf "hybrid.webhookFailurePolicy: %q is not Fail or Ignore" .Values.hybrid.webhookFailurePolicy) -}}
