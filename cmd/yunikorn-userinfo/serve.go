@@ -41,6 +41,7 @@ type serveFlags struct {
 	selfSignedDir   string
 	settingsPath    string
 	settingsJSON    string
+	settingsCM      string
 	validateOverlay string
 	kubeconfig      string
 	contextDir      string
@@ -92,9 +93,18 @@ Plain HTTP on --metrics-listen: GET /metrics (Prometheus).
 The certificate and key are reloaded when their files change, and so are the
 client CA (--client-ca-file, which makes client certificates mandatory) and
 the settings file. New settings are checked with validate_settings first;
-invalid ones are logged and ignored. Invalid settings at start stop the
-program with the policy's message. The settings in force are logged with
-their SHA-256, which yunikorn_userinfo_settings_info reports too.
+invalid ones are logged and ignored. Settings from --settings-path that are
+invalid at start do not stop the program: it serves not ready (/readyz 503
+with the policy's message, every review refused with code 503 and it) and
+reads the file again every --settings-reload-interval until it holds
+settings the policy accepts. Invalid --settings-json stops it. The settings
+in force are logged with their SHA-256, which
+yunikorn_userinfo_settings_info reports too.
+
+POST /settings reviews writes of the ConfigMap named by
+--settings-configmap (a ValidatingWebhookConfiguration for that one
+ConfigMap sends them): one whose settings the policy refuses is refused
+with the policy's message, so a kubectl edit with a typo is never stored.
 
 With --monitor, what the policy refuses (or fails to evaluate) is admitted
 unchanged, with the warning "monitor mode: would be refused: <message>",
@@ -144,6 +154,8 @@ localhost, 127.0.0.1 and ::1 in --self-signed-dir and serves with them.`,
 	fs.StringVar(&f.selfSignedDir, "self-signed-dir", filepath.Join(os.TempDir(), binaryName+"-self-signed"), "where --self-signed writes ca.crt, tls.crt and tls.key")
 	fs.StringVarP(&f.settingsPath, "settings-path", "s", "", "policy settings file, YAML or JSON, reloaded when it changes (default {})")
 	fs.StringVar(&f.settingsJSON, "settings-json", "", "policy settings as a JSON object (default {})")
+	fs.StringVar(&f.settingsCM, "settings-configmap", "", "NAMESPACE/NAME of the ConfigMap --settings-path is mounted from: "+
+		webhook.PathSettings+" then refuses a CREATE or UPDATE of it whose settings (the key named as the file) the policy refuses")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", `API server for the policy's Kubernetes host capabilities: a kubeconfig file, or "in-cluster" `+
 		`(default: in-cluster when the Pod has a service account token mounted, none otherwise)`)
 	fs.StringVar(&f.cache, "cache", "", "how the host caches the kinds the policy reads, as a JSON list of {apiVersion, kind, watch (cluster or namespace), fields, labelIndex}; "+
@@ -290,8 +302,22 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 		return err
 	}
 	initial, err := readSettings(f.settingsPath, f.settingsJSON)
+	var unreadable error
 	if err != nil {
-		return err
+		if f.settingsPath == "" {
+			return err
+		}
+		// A file that does not decode is a typo like any other: serve
+		// waits, not ready, for it to be fixed (webhook.Run).
+		initial, unreadable = nil, err
+	}
+	var settingsCM *webhook.SettingsConfigMap
+	if f.settingsCM != "" {
+		cm, err := webhook.ParseSettingsConfigMap("--settings-configmap", f.settingsCM, filepath.Base(f.settingsPath))
+		if err != nil {
+			return err
+		}
+		settingsCM = &cm
 	}
 	var overlay json.RawMessage
 	if f.validateOverlay != "" {
@@ -337,8 +363,10 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 			CompilationCache: cache,
 			HostCalls:        hostCalls,
 		},
-		Settings:         initial,
-		ValidateOverlay:  overlay,
+		Settings:           initial,
+		SettingsUnreadable: unreadable,
+		SettingsConfigMap:  settingsCM,
+		ValidateOverlay:    overlay,
 		SettingsPath:     f.settingsPath,
 		SettingsInterval: f.settingsReload,
 		CertFile:         f.certFile,

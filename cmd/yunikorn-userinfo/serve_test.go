@@ -840,11 +840,24 @@ func TestServe_defaultsStartWithoutWarnings(t *testing.T) {
 	assert.NotContains(t, log, `"level":"WARN"`)
 	assert.NotContains(t, log, `"level":"ERROR"`)
 
-	unanchored := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+	// A prefix pattern means what it says: no remark.
+	prefix := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
 		"--settings-json", `{"systemUsers":["^system:serviceaccount:kube-system:"]}`, `--validate-overlay={"validateOnly":true}`)
+	log = prefix.stderr.String()
+	assert.NotContains(t, log, `"level":"WARN"`)
+
+	unanchored := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+		"--settings-json", `{"systemUsers":["system:serviceaccount:kube-system:"]}`, `--validate-overlay={"validateOnly":true}`)
 	log = unanchored.stderr.String()
 	assert.Equal(t, 1, strings.Count(log, `"level":"WARN"`), "one remark: %s", log)
-	assert.Contains(t, log, `is not anchored with ^ and $`)
+	assert.Contains(t, log, `is not anchored with ^ or $`)
+
+	// trustPodTokens' explanation is a note: once, at info level.
+	noted := startServe(t, cache, true, "--cert-file", tlsf.certFile, "--key-file", tlsf.keyFile,
+		"--settings-json", `{"trustPodTokens":true}`, "--context-dir", t.TempDir(), `--validate-overlay={"validateOnly":true}`)
+	log = noted.stderr.String()
+	assert.NotContains(t, log, `"level":"WARN"`)
+	assert.Equal(t, 1, strings.Count(log, `may act as the driver`), "the note once: %s", log)
 }
 
 // TestServe_watchRegistration: with --watch-registration, serve reads its

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,6 +111,25 @@ func (e *InvalidError) Error() string {
 	return "provided settings are not valid: " + e.Message
 }
 
+// SplitRemark splits the message of settings the policy accepted into its
+// warnings (what is probably a mistake) and its notes (what a deliberate
+// setting implies): this policy writes each kind on its own line, after
+// "warning: " or "note: ". A line with neither prefix (another policy's
+// message) is a warning.
+func SplitRemark(message string) (warnings, notes string) {
+	var w, n []string
+	for _, line := range strings.Split(message, "\n") {
+		switch {
+		case strings.TrimSpace(line) == "":
+		case strings.HasPrefix(line, "note: "):
+			n = append(n, line)
+		default:
+			w = append(w, line)
+		}
+	}
+	return strings.Join(w, "\n"), strings.Join(n, "\n")
+}
+
 // Reload outcomes, as reported to Options.OnReload.
 const (
 	// ReloadApplied means new settings were accepted and are now in force.
@@ -159,6 +179,11 @@ type Store struct {
 	opts    Options
 	current atomic.Pointer[json.RawMessage]
 
+	// refused are the settings the program started with and the policy
+	// refused (NewRefusedStore): while none are in force, finding them in
+	// the file again is no change.
+	refused json.RawMessage
+
 	mu sync.Mutex // serialises Reload
 	// seen is the hash of the file content last looked at, applied or not,
 	// so that an unchanged bad file is reported once, not at every poll.
@@ -181,6 +206,21 @@ func NewStore(initial json.RawMessage, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// NewRefusedStore returns a Store with no settings in force: the program
+// started with refused, read from opts.Path, and the policy refused them
+// (or refused is nil: the file could not be read or decoded). Current
+// returns nil until Reload finds settings the policy accepts in the file;
+// until then a program serves nothing but its probes, not ready, instead
+// of exiting (a Deployment's replica restarted while a typo stands must
+// not crash-loop). The unchanged file is not validated again.
+func NewRefusedStore(refused json.RawMessage, opts Options) (*Store, error) {
+	opts.setDefaults()
+	if opts.Path == "" || opts.Validate == nil {
+		return nil, errors.New("settings store: refused settings can only be waited out with a settings file and a Validate function")
+	}
+	return &Store{opts: opts, refused: refused}, nil
+}
+
 func (s *Store) set(v json.RawMessage) {
 	if len(bytes.TrimSpace(v)) == 0 {
 		v = Empty
@@ -188,9 +228,13 @@ func (s *Store) set(v json.RawMessage) {
 	s.current.Store(&v)
 }
 
-// Current returns the settings in force. The bytes must not be modified.
+// Current returns the settings in force, nil while there are none (see
+// NewRefusedStore). The bytes must not be modified.
 func (s *Store) Current() json.RawMessage {
-	return *s.current.Load()
+	if p := s.current.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Run reloads the settings file every Interval until ctx is done. Without
@@ -222,12 +266,16 @@ func (s *Store) Reload(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	log := s.opts.Logger.With("path", s.opts.Path)
+	keeping := "keeping the settings in force"
+	if s.Current() == nil {
+		keeping = "still no settings in force: not ready"
+	}
 
 	data, err := os.ReadFile(s.opts.Path)
 	if err != nil {
 		// A ConfigMap volume swaps its files atomically, so a missing file
 		// is a real problem, reported at every poll until fixed.
-		log.WarnContext(ctx, "settings reload failed; keeping the settings in force", "error", err)
+		log.WarnContext(ctx, "settings reload failed; "+keeping, "error", err)
 		s.opts.OnReload(ReloadFailed)
 		s.seen = [sha256.Size]byte{}
 		return fmt.Errorf("read settings: %w", err)
@@ -240,30 +288,35 @@ func (s *Store) Reload(ctx context.Context) error {
 
 	next, err := Decode(s.opts.Path, data)
 	if err != nil {
-		log.WarnContext(ctx, "settings reload failed; keeping the settings in force", "error", err)
+		log.WarnContext(ctx, "settings reload failed; "+keeping, "error", err)
 		s.opts.OnReload(ReloadFailed)
 		return err
 	}
-	if bytes.Equal(next, s.Current()) {
+	// next is never empty: Decode makes an empty file {}.
+	if cur := s.Current(); bytes.Equal(next, cur) || cur == nil && bytes.Equal(next, s.refused) {
 		return nil
 	}
 	valid, message, err := s.opts.Validate(ctx, next)
 	if err != nil {
 		// The guest failed, not the settings: try again at the next poll.
 		s.seen = [sha256.Size]byte{}
-		log.WarnContext(ctx, "settings reload failed; keeping the settings in force", "error", err)
+		log.WarnContext(ctx, "settings reload failed; "+keeping, "error", err)
 		s.opts.OnReload(ReloadFailed)
 		return fmt.Errorf("validate settings: %w", err)
 	}
 	if !valid {
-		log.WarnContext(ctx, "new settings refused by the policy; keeping the settings in force", "message", message)
+		log.WarnContext(ctx, "new settings refused by the policy; "+keeping, "message", message)
 		s.opts.OnReload(ReloadInvalid)
 		return &InvalidError{Source: s.opts.Path, Message: message}
 	}
 	s.set(next)
-	if message != "" {
+	warnings, notes := SplitRemark(message)
+	switch {
+	case warnings != "":
 		log.WarnContext(ctx, "settings reloaded; the policy accepted them with a remark", "bytes", len(next), "message", message)
-	} else {
+	case notes != "":
+		log.InfoContext(ctx, "settings reloaded", "bytes", len(next), "note", notes)
+	default:
 		log.InfoContext(ctx, "settings reloaded", "bytes", len(next))
 	}
 	s.opts.OnReload(ReloadApplied)

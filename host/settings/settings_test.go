@@ -152,3 +152,56 @@ func TestOverlay(t *testing.T) {
 	_, err = Overlay(json.RawMessage(`[]`), json.RawMessage(`{}`))
 	assert.ErrorContains(t, err, "the settings are not a JSON object")
 }
+
+// TestNewRefusedStore: a store started on refused settings holds none
+// until the file holds settings the policy accepts; the unchanged file is
+// not validated again.
+func TestNewRefusedStore(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "settings.yaml")
+	write := func(s string) { require.NoError(t, os.WriteFile(path, []byte(s), 0o600)) }
+	write("mode: bad\n")
+	refused, err := ReadFile(path)
+	require.NoError(t, err)
+	p := &fakePolicy{}
+	var outcomes []string
+	s, err := NewRefusedStore(refused, Options{Path: path, Validate: p.validate, OnReload: func(o string) { outcomes = append(outcomes, o) }})
+	require.NoError(t, err)
+	ctx := t.Context()
+	assert.Nil(t, s.Current())
+
+	require.NoError(t, s.Reload(ctx))
+	assert.Zero(t, p.calls.Load(), "the refused content is not validated again")
+	assert.Nil(t, s.Current())
+
+	write("mode: [\n")
+	assert.ErrorContains(t, s.Reload(ctx), "neither JSON nor YAML")
+	assert.Nil(t, s.Current())
+
+	write("mode: good\n")
+	require.NoError(t, s.Reload(ctx))
+	assert.Equal(t, `{"mode":"good"}`, string(s.Current()))
+	assert.Equal(t, []string{ReloadFailed, ReloadApplied}, outcomes)
+
+	// Unreadable at start (nil): every content is new.
+	s, err = NewRefusedStore(nil, Options{Path: path, Validate: p.validate})
+	require.NoError(t, err)
+	require.NoError(t, s.Reload(ctx))
+	assert.Equal(t, `{"mode":"good"}`, string(s.Current()))
+
+	_, err = NewRefusedStore(nil, Options{})
+	assert.ErrorContains(t, err, "a settings file and a Validate function")
+}
+
+func TestSplitRemark(t *testing.T) {
+	t.Parallel()
+	w, n := SplitRemark("warning: a; b\nnote: c")
+	assert.Equal(t, "warning: a; b", w)
+	assert.Equal(t, "note: c", n)
+	w, n = SplitRemark("note: c")
+	assert.Empty(t, w)
+	assert.Equal(t, "note: c", n)
+	w, n = SplitRemark("another policy's words")
+	assert.Equal(t, "another policy's words", w)
+	assert.Empty(t, n)
+}

@@ -222,6 +222,10 @@ type Handler struct {
 	// clients counts the requests in flight per client, refusing those
 	// refused past it that wait for the uid of their review.
 	clients, refusing *clientCounts
+	// notReady is why there is no target yet (SetNotReady), and
+	// settingsCheck what PathSettings judges with (settingsreview.go).
+	notReady      atomic.Pointer[string]
+	settingsCheck atomic.Pointer[settingsCheck]
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -238,6 +242,7 @@ func NewHandler(opts Options) *Handler {
 	h.mux.HandleFunc(PathValidate, func(w http.ResponseWriter, r *http.Request) { h.serveReview(w, r, stageValidate) })
 	h.mux.HandleFunc(PathHealthz, h.serveHealthz)
 	h.mux.HandleFunc(PathReadyz, h.serveReadyz)
+	h.mux.HandleFunc(PathSettings, h.serveSettingsReview)
 	h.metrics.setReady(false)
 	return h
 }
@@ -284,6 +289,10 @@ func (h *Handler) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 
 func (h *Handler) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	if !h.ready.Load() {
+		if reason := h.notReadyReason(); reason != "" {
+			writeText(w, http.StatusServiceUnavailable, "not ready: "+reason)
+			return
+		}
 		writeText(w, http.StatusServiceUnavailable, "not ready")
 		return
 	}
@@ -427,8 +436,11 @@ func (h *Handler) serveReview(w http.ResponseWriter, r *http.Request, stage stri
 	if t == nil {
 		h.metrics.error(CauseNotReady)
 		h.metrics.observe(stage, req.Kind.Kind, req.Operation, OutcomeError, time.Since(start).Seconds())
-		h.writeReview(w, http.StatusOK, admission.Errored(req.UID, http.StatusServiceUnavailable,
-			errors.New("the webhook is starting: the policy is not loaded yet")))
+		why := errors.New("the webhook is starting: the policy is not loaded yet")
+		if reason := h.notReadyReason(); reason != "" {
+			why = errors.New("this webhook replica is not ready: " + reason)
+		}
+		h.writeReview(w, http.StatusOK, admission.Errored(req.UID, http.StatusServiceUnavailable, why))
 		return
 	}
 

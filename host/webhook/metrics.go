@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/yunikorn-userinfo/userinfo/host/engine"
+	"github.com/yunikorn-userinfo/userinfo/host/settings"
 )
 
 // metricPrefix starts every metric name this package registers.
@@ -246,6 +247,11 @@ func NewMetrics(reg prometheus.Registerer, stats func() engine.Stats, maxInstanc
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	buildInfo.Set(1)
+	// Every outcome from the start, so that the first refused reload is an
+	// increase a rule sees.
+	for _, outcome := range []string{settings.ReloadApplied, settings.ReloadInvalid, settings.ReloadFailed} {
+		m.reloads.WithLabelValues(outcome)
+	}
 	m.stageDenials.WithLabelValues("mutate")
 	m.stageDenials.WithLabelValues("validate")
 	m.connRefused.WithLabelValues(refusedPerClient)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -55,6 +56,15 @@ type RunOptions struct {
 	// the settings as they are (and refuses whatever the policy would
 	// change).
 	ValidateOverlay json.RawMessage
+	// SettingsUnreadable, if set, is why the settings could not be read
+	// from SettingsPath at start (the file does not decode): Run then
+	// starts not ready, as with settings the policy refuses, and waits for
+	// the file to change. Settings is not used.
+	SettingsUnreadable error
+	// SettingsConfigMap, if set, is the ConfigMap SettingsPath is mounted
+	// from: PathSettings refuses a write of it whose settings the policy
+	// refuses. Default: none (PathSettings admits every write).
+	SettingsConfigMap *SettingsConfigMap
 
 	// CertFile and KeyFile are the PEM serving certificate and key.
 	// Required. ClientCAFile, if set, makes clients present a certificate
@@ -123,11 +133,15 @@ func (o *RunOptions) setDefaults() {
 // while the module compiles and validate_settings checks the settings;
 // /readyz turns 200 once both succeeded. Settings and TLS files are
 // reloaded as they change, keeping the ones in force when new ones are
-// refused.
+// refused. Settings from SettingsPath that the policy refuses at start
+// (or that do not decode) do not stop it: it stays up not ready, /readyz
+// and every review saying why, until the file holds settings the policy
+// accepts (a replica rescheduled while a typo stands must not crash-loop).
 //
-// It returns an error if the TLS files, the module or the settings cannot
-// be loaded (each naming the step), if a listener fails, or if in-flight
-// requests had to be cut off at shutdown; nil after a clean shutdown.
+// It returns an error if the TLS files or the module cannot be loaded, if
+// settings not from a file are refused (each naming the step), if a
+// listener fails, or if in-flight requests had to be cut off at shutdown;
+// nil after a clean shutdown.
 func Run(ctx context.Context, opts RunOptions) error {
 	opts.setDefaults()
 	log := opts.Logger
@@ -175,6 +189,14 @@ func Run(ctx context.Context, opts RunOptions) error {
 
 	opts.Handler.Metrics = metrics
 	handler := NewHandler(opts.Handler)
+	if opts.SettingsConfigMap != nil {
+		handler.CheckSettingsConfigMap(*opts.SettingsConfigMap, func() settings.Validator {
+			if e := eng.Load(); e != nil {
+				return settingsValidator(e, opts.ValidateOverlay)
+			}
+			return nil
+		})
+	}
 	tlsConfig := certs.TLSConfig()
 	// Offered explicitly so that HTTP/2 is available with a client CA too:
 	// http.Server only adds "h2" to its own copy of the configuration, not
@@ -222,39 +244,61 @@ func Run(ctx context.Context, opts RunOptions) error {
 	eng.Store(e)
 	defer e.Close(context.WithoutCancel(ctx))
 
-	var store *settings.Store
-	store, err = settings.NewStore(opts.Settings, settings.Options{
+	refused := opts.SettingsUnreadable
+	if refused == nil {
+		var invalid *settings.InvalidError
+		if refused = checkStartSettings(ctx, log, e, &opts); refused != nil && (!errors.As(refused, &invalid) || opts.SettingsPath == "") {
+			// The guest failed, or the settings came from no file that
+			// could change: nothing to wait for.
+			return stop(refused)
+		}
+	}
+	var (
+		store   *settings.Store
+		settled = make(chan struct{})
+		once    sync.Once
+	)
+	storeOpts := settings.Options{
 		Path:     opts.SettingsPath,
 		Interval: opts.SettingsInterval,
-		Validate: func(ctx context.Context, raw json.RawMessage) (bool, string, error) {
-			sv, err := e.ValidateSettings(ctx, raw)
-			if err != nil || !sv.Valid || opts.ValidateOverlay == nil {
-				return sv.Valid, sv.Message, err
-			}
-			twin, err := settings.Overlay(raw, opts.ValidateOverlay)
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			tv, err := e.ValidateSettings(ctx, twin)
-			if err != nil || !tv.Valid {
-				return tv.Valid, "with the validate overlay: " + tv.Message, err
-			}
-			return sv.Valid, sv.Message, nil
-		},
-		Logger: log.With("component", "settings"),
+		Validate: settingsValidator(e, opts.ValidateOverlay),
+		Logger:   log.With("component", "settings"),
 		OnReload: func(outcome string) {
 			metrics.SettingsReloaded(outcome)
 			if outcome == settings.ReloadApplied {
 				settingsInForce(ctx, log, metrics, store.Current(), "reload")
+				once.Do(func() { close(settled) })
 			}
 		},
-	})
+	}
+	if refused != nil {
+		log.ErrorContext(ctx, "settings refused at start: serving not ready until the settings file holds settings the policy accepts",
+			"component", "settings", "path", opts.SettingsPath, "error", refused.Error(),
+			"retry_interval", storeOpts.Interval.String())
+		handler.SetNotReady(refused.Error())
+		var initial json.RawMessage
+		if opts.SettingsUnreadable == nil {
+			initial = opts.Settings
+		}
+		store, err = settings.NewRefusedStore(initial, storeOpts)
+	} else {
+		store, err = settings.NewStore(opts.Settings, storeOpts)
+	}
 	if err != nil {
 		return stop(err)
 	}
-	settingsInForce(ctx, log, metrics, store.Current(), "start")
+	if refused == nil {
+		settingsInForce(ctx, log, metrics, store.Current(), "start")
+	}
 	go store.Run(ctx)
 	go certs.Run(ctx)
+	if refused != nil {
+		select {
+		case <-settled:
+		case err := <-served:
+			return err
+		}
+	}
 	if opts.BeforeReady != nil {
 		began := time.Now()
 		if err := opts.BeforeReady(ctx); err != nil {
@@ -313,8 +357,7 @@ func validateSettings(current func() json.RawMessage, overlay json.RawMessage) f
 	}
 }
 
-// startPolicy compiles the module and checks its settings: what /readyz
-// waits for.
+// startPolicy compiles the module: the first thing /readyz waits for.
 func startPolicy(ctx context.Context, log *slog.Logger, opts *RunOptions) (*engine.Engine, error) {
 	start := time.Now()
 	e, err := engine.New(ctx, opts.Module, opts.Engine)
@@ -323,29 +366,54 @@ func startPolicy(ctx context.Context, log *slog.Logger, opts *RunOptions) (*engi
 	}
 	log.DebugContext(ctx, "policy loaded", "module", opts.ModuleName, "bytes", len(opts.Module),
 		"duration_ms", time.Since(start).Milliseconds(), "metered", e.Metered())
+	return e, nil
+}
+
+// checkStartSettings checks the settings Run starts with, with and without
+// the validate overlay: a *settings.InvalidError (possibly wrapped) when
+// the policy refuses them, another error when it could not be asked. A
+// remark is logged once, also when both checks make it.
+func checkStartSettings(ctx context.Context, log *slog.Logger, e *engine.Engine, opts *RunOptions) error {
 	remark, err := checkSettings(ctx, e, opts.Settings)
 	if err != nil {
-		_ = e.Close(context.WithoutCancel(ctx))
-		return nil, err
+		return err
 	}
 	logRemark(ctx, log, remark)
-	if opts.ValidateOverlay != nil {
-		twin, err := settings.Overlay(opts.Settings, opts.ValidateOverlay)
-		var twinRemark string
-		if err == nil {
-			twinRemark, err = checkSettings(ctx, e, twin)
-		}
-		// The twin's settings are the same plus the overlay: the same
-		// remark is logged once, not once per webhook.
-		if err == nil && twinRemark != remark {
-			logRemark(ctx, log, twinRemark)
-		}
-		if err != nil {
-			_ = e.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("settings with the validate overlay: %w", err)
-		}
+	if opts.ValidateOverlay == nil {
+		return nil
 	}
-	return e, nil
+	twin, err := settings.Overlay(opts.Settings, opts.ValidateOverlay)
+	var twinRemark string
+	if err == nil {
+		twinRemark, err = checkSettings(ctx, e, twin)
+	}
+	if err != nil {
+		return fmt.Errorf("settings with the validate overlay: %w", err)
+	}
+	if twinRemark != remark {
+		logRemark(ctx, log, twinRemark)
+	}
+	return nil
+}
+
+// settingsValidator asks the policy about settings as Run accepts them:
+// valid as they are and, with an overlay, with it set over them.
+func settingsValidator(e *engine.Engine, overlay json.RawMessage) settings.Validator {
+	return func(ctx context.Context, raw json.RawMessage) (bool, string, error) {
+		sv, err := e.ValidateSettings(ctx, raw)
+		if err != nil || !sv.Valid || overlay == nil {
+			return sv.Valid, sv.Message, err
+		}
+		twin, err := settings.Overlay(raw, overlay)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		tv, err := e.ValidateSettings(ctx, twin)
+		if err != nil || !tv.Valid {
+			return tv.Valid, "with the validate overlay: " + tv.Message, err
+		}
+		return sv.Valid, sv.Message, nil
+	}
 }
 
 // CheckSettings runs the policy's validate_settings on raw: settings it
@@ -372,11 +440,16 @@ func checkSettings(ctx context.Context, e *engine.Engine, raw json.RawMessage) (
 	return sv.Message, nil
 }
 
-// logRemark logs the policy's message on settings it accepted, if any: a
-// warning, since the policy only remarks on what is probably a mistake.
+// logRemark logs the policy's message on settings it accepted, if any: its
+// warnings (what is probably a mistake) as a warning, its notes (what a
+// deliberate setting implies) at info level.
 func logRemark(ctx context.Context, log *slog.Logger, remark string) {
-	if remark != "" {
-		log.WarnContext(ctx, "the policy accepted the settings with a remark", "message", remark)
+	warnings, notes := settings.SplitRemark(remark)
+	if warnings != "" {
+		log.WarnContext(ctx, "the policy accepted the settings with a remark", "message", warnings)
+	}
+	if notes != "" {
+		log.InfoContext(ctx, "the policy's note on the settings", "message", notes)
 	}
 }
 
