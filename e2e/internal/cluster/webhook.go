@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -141,6 +142,23 @@ func (w *Webhook) Start(ctx context.Context) error {
 	}
 	return w.c.waitHealthy(ctx, w.Process, w.Process.Name+" /readyz", func(ctx context.Context) error {
 		return getOK(ctx, hc, w.readyz, "")
+	})
+}
+
+// StartUnready starts the serve process (again, after Stop) and waits only
+// for /healthz: for a serve expected to stay up not ready (its settings
+// refused).
+func (w *Webhook) StartUnready(ctx context.Context) error {
+	if err := w.Process.start(); err != nil {
+		return err
+	}
+	hc, err := w.c.httpClient()
+	if err != nil {
+		return err
+	}
+	healthz := strings.TrimSuffix(w.readyz, "/readyz") + "/healthz"
+	return w.c.waitHealthy(ctx, w.Process, w.Process.Name+" /healthz", func(ctx context.Context) error {
+		return getOK(ctx, hc, healthz, "")
 	})
 }
 
