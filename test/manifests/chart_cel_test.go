@@ -295,7 +295,11 @@ func TestChart_hybridMode(t *testing.T) {
 			assert.Contains(t, kinds, k)
 		}
 		// The twin only with hybrid.validatingTwin (set in the Fail case).
-		assert.Equal(t, tc.want == admissionregistrationv1.Fail, slices.Contains(kinds, "ValidatingWebhookConfiguration"))
+		twin := slices.ContainsFunc(ms, func(m manifest) bool {
+			v, ok := m.obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+			return ok && !settingsWebhook(v)
+		})
+		assert.Equal(t, tc.want == admissionregistrationv1.Fail, twin)
 		gate := false
 		for _, m := range ms {
 			switch o := m.obj.(type) {

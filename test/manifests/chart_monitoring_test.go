@@ -87,7 +87,8 @@ func TestChart_monitoring(t *testing.T) {
 
 	on := mustRender(t, monitoringValues(t, `monitoring: {rules: {enabled: true, labels: {release: kps}}, dashboard: {enabled: true, namespace: grafana}}`),
 		"ui", "yunikorn-userinfo")
-	assert.ElementsMatch(t, []string{"YunikornUserinfoDown", "YunikornUserinfoNotReady", "YunikornUserinfoRefusalRate",
+	assert.ElementsMatch(t, []string{"YunikornUserinfoDown", "YunikornUserinfoNotReady", "YunikornUserinfoSettingsRefused",
+		"YunikornUserinfoSettingsDiffer", "YunikornUserinfoRefusalRate",
 		"YunikornUserinfoWouldRefuse", "YunikornUserinfoCertificateExpiry", "YunikornUserinfoCacheNotSynced",
 		"YunikornUserinfoGuestTraps", "YunikornUserinfoRegisteredFailOpen", "YunikornUserinfoRegistrationUnknown"}, alerts(on))
 	rule := only[*prometheusRule](t, on)

@@ -297,6 +297,7 @@ func TestChart_matrix(t *testing.T) {
 			mustRenderInstall(t, values, tc.release, tc.namespace)
 			ms := mustRender(t, values, tc.release, tc.namespace)
 			ms = checkConfigValidation(t, ms, values, tc.namespace)
+			settingsWebhooks := 0
 			var (
 				mwcs    []*admissionregistrationv1.MutatingWebhookConfiguration
 				vwcs    []*admissionregistrationv1.ValidatingWebhookConfiguration
@@ -310,6 +311,11 @@ func TestChart_matrix(t *testing.T) {
 				case *admissionregistrationv1.MutatingWebhookConfiguration:
 					mwcs = append(mwcs, o)
 				case *admissionregistrationv1.ValidatingWebhookConfiguration:
+					if settingsWebhook(o) {
+						checkSettingsWebhook(t, o, tc.namespace)
+						settingsWebhooks++
+						break
+					}
 					vwcs = append(vwcs, o)
 				case *corev1.Service:
 					svcs = append(svcs, o)
@@ -326,6 +332,7 @@ func TestChart_matrix(t *testing.T) {
 			}
 			twin := values["validatingTwin"] != false
 			if values["mode"] == "kubewarden" {
+				assert.Zero(t, settingsWebhooks, "no settings webhook without serve")
 				assert.Empty(t, deps, "no webhook Deployment under Kubewarden")
 				checkChartPolicies(t, caps, servers, twin)
 				return
@@ -333,6 +340,9 @@ func TestChart_matrix(t *testing.T) {
 			require.Len(t, mwcs, 1)
 			require.Len(t, svcs, 1)
 			require.Len(t, deps, 1)
+			assert.Equal(t, 1, settingsWebhooks, "the settings ConfigMap webhook")
+			assert.Contains(t, deps[0].Spec.Template.Spec.Containers[0].Args,
+				"--settings-configmap="+tc.namespace+"/"+tc.release+"-settings")
 			checkChartWebhooks(t, mwcs[0].Webhooks, svcs[0], tc.namespace, "/mutate")
 			if !twin {
 				assert.Empty(t, vwcs)
@@ -545,4 +555,32 @@ func TestChart_refusesBrokenValues(t *testing.T) {
 			assert.Contains(t, err.Error(), want, values)
 		}
 	}
+}
+
+// checkSettingsWebhook: the settings ConfigMap's webhook sends only that
+// ConfigMap, in the release's namespace, to /settings, and fails open.
+func checkSettingsWebhook(t *testing.T, o *admissionregistrationv1.ValidatingWebhookConfiguration, namespace string) {
+	t.Helper()
+	if !assert.Len(t, o.Webhooks, 1) {
+		return
+	}
+	w := o.Webhooks[0]
+	ignore := admissionregistrationv1.Ignore
+	assert.Equal(t, &ignore, w.FailurePolicy, "a fix must go through while no replica answers")
+	if assert.NotNil(t, w.ClientConfig.Service) {
+		assert.Equal(t, ptrTo("/settings"), w.ClientConfig.Service.Path)
+		assert.Equal(t, namespace, w.ClientConfig.Service.Namespace)
+	}
+	assert.Equal(t, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{namespace}}}}, w.NamespaceSelector)
+	if assert.Len(t, w.MatchConditions, 1) {
+		assert.Equal(t, "object.metadata.name == '"+strings.TrimSuffix(o.Name, "-settings")+"-settings'", w.MatchConditions[0].Expression)
+		compileConditions(t, o.Name, w.MatchConditions)
+	}
+}
+
+// settingsWebhook reports whether a validating configuration is the one
+// for the settings ConfigMap (RELEASE-settings), not a stage of the policy.
+func settingsWebhook(v *admissionregistrationv1.ValidatingWebhookConfiguration) bool {
+	return strings.HasSuffix(v.Name, "-settings")
 }

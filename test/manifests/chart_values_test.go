@@ -239,6 +239,9 @@ func TestChart_namespaces(t *testing.T) {
 				}
 			}
 			for _, m := range all[*admissionregistrationv1.ValidatingWebhookConfiguration](ms) {
+				if settingsWebhook(m) { // the release's own namespace only
+					continue
+				}
 				for _, w := range m.Webhooks {
 					selectors = append(selectors, w.NamespaceSelector)
 				}
@@ -488,8 +491,12 @@ func TestChart_registrationGate(t *testing.T) {
 		assert.Equal(t, admissionregistrationv1.Fail, *w.FailurePolicy, "%s: helm upgrade renders Fail", w.Name)
 	}
 	check("mutatingwebhookconfiguration", im.Name, im, sm)
-	iv := only[*admissionregistrationv1.ValidatingWebhookConfiguration](t, install)
-	sv := only[*admissionregistrationv1.ValidatingWebhookConfiguration](t, steady)
+	notSettings := func(m manifest) bool {
+		v, ok := m.obj.(*admissionregistrationv1.ValidatingWebhookConfiguration)
+		return ok && settingsWebhook(v)
+	}
+	iv := only[*admissionregistrationv1.ValidatingWebhookConfiguration](t, slices.DeleteFunc(slices.Clone(install), notSettings))
+	sv := only[*admissionregistrationv1.ValidatingWebhookConfiguration](t, slices.DeleteFunc(slices.Clone(steady), notSettings))
 	check("validatingwebhookconfiguration", iv.Name, iv, sv)
 	assert.Len(t, patches, 2)
 
@@ -566,7 +573,8 @@ func TestChart_uninstallOrder(t *testing.T) {
 		kinds = append(kinds, m.Head.Kind)
 	}
 	require.GreaterOrEqual(t, len(kinds), 3)
-	assert.ElementsMatch(t, []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}, kinds[:2], "deleted first: %v", kinds)
+	assert.ElementsMatch(t, []string{"ValidatingWebhookConfiguration", "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}, kinds[:3],
+		"deleted first (the twin, the settings ConfigMap's, the mutating): %v", kinds)
 	assert.Less(t, slices.Index(kinds, "MutatingWebhookConfiguration"), slices.Index(kinds, "Deployment"))
 	assert.Less(t, slices.Index(kinds, "MutatingWebhookConfiguration"), slices.Index(kinds, "Service"))
 }

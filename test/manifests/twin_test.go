@@ -123,7 +123,7 @@ func twinConfiguration(t *testing.T, values map[string]any) *admissionregistrati
 	t.Helper()
 	var vwcs []*admissionregistrationv1.ValidatingWebhookConfiguration
 	for _, m := range mustRender(t, values, webhookNamespace, webhookNamespace) {
-		if v, ok := m.obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok && !strings.HasSuffix(v.Name, "-config-validation") {
+		if v, ok := m.obj.(*admissionregistrationv1.ValidatingWebhookConfiguration); ok && !strings.HasSuffix(v.Name, "-config-validation") && !settingsWebhook(v) {
 			vwcs = append(vwcs, v)
 		}
 	}

@@ -50,7 +50,7 @@ const (
 // misspelt flag in the Deployment would stop the container at start.
 var serveFlags = []string{
 	"listen", "metrics-listen", "cert-file", "key-file", "client-ca-file", "self-signed", "self-signed-dir",
-	"settings-path", "settings-json", "validate-overlay", "settings-reload-interval", "cert-reload-interval", "instances",
+	"settings-path", "settings-json", "settings-configmap", "validate-overlay", "settings-reload-interval", "cert-reload-interval", "instances",
 	"timeout", "memory-limit", "max-request-bytes", "shutdown-delay", "shutdown-timeout", "pprof", "monitor",
 	"log-level", "log-format", "verbose", "cache-dir", "max-json-depth", "max-body-bytes-in-flight",
 	"large-request-bytes", "max-concurrent-large", "max-conns-per-client", "max-conns", "max-requests-per-client",

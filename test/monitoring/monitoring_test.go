@@ -163,7 +163,8 @@ func TestRulesAndDashboardNameExportedMetrics(t *testing.T) {
 		}
 	}
 	rules := ruleExprs(t, docs)
-	for _, alert := range []string{"YunikornUserinfoDown", "YunikornUserinfoNotReady", "YunikornUserinfoRefusalRate",
+	for _, alert := range []string{"YunikornUserinfoDown", "YunikornUserinfoNotReady", "YunikornUserinfoSettingsRefused",
+		"YunikornUserinfoSettingsDiffer", "YunikornUserinfoRefusalRate",
 		"YunikornUserinfoWouldRefuse", "YunikornUserinfoCertificateExpiry", "YunikornUserinfoCacheNotSynced",
 		"YunikornUserinfoGuestTraps", "YunikornUserinfoRegisteredFailOpen"} {
 		assert.Contains(t, rules, alert)
