@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -97,7 +98,8 @@ invalid ones are logged and ignored. Settings from --settings-path that are
 invalid at start do not stop the program: it serves not ready (/readyz 503
 with the policy's message, every review refused with code 503 and it) and
 reads the file again every --settings-reload-interval until it holds
-settings the policy accepts. Invalid --settings-json stops it. The settings
+settings the policy accepts. Invalid --settings-json, or a settings file
+that cannot be read at all, stops it. The settings
 in force are logged with their SHA-256, which
 yunikorn_userinfo_settings_info reports too.
 
@@ -304,11 +306,13 @@ func (a *app) runServe(ctx context.Context, args []string, f *serveFlags) error 
 	initial, err := readSettings(f.settingsPath, f.settingsJSON)
 	var unreadable error
 	if err != nil {
-		if f.settingsPath == "" {
+		// A file that does not decode is a typo like any other: serve
+		// waits, not ready, for it to be fixed (webhook.Run). One that
+		// cannot be read (a wrong path) is not, and stops it.
+		var pathErr *fs.PathError
+		if f.settingsPath == "" || errors.As(err, &pathErr) {
 			return err
 		}
-		// A file that does not decode is a typo like any other: serve
-		// waits, not ready, for it to be fixed (webhook.Run).
 		initial, unreadable = nil, err
 	}
 	var settingsCM *webhook.SettingsConfigMap
