@@ -39,7 +39,7 @@ func TestChartRegistrationGate(t *testing.T) {
 	require.NoError(t, err)
 	mwcDoc, err := rendering.One("MutatingWebhookConfiguration")
 	require.NoError(t, err)
-	vwcDoc, err := rendering.One("ValidatingWebhookConfiguration")
+	vwcDoc, err := rendering.OneValidating()
 	require.NoError(t, err)
 	jobDoc, err := rendering.One("Job")
 	require.NoError(t, err)

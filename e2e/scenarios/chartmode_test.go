@@ -245,7 +245,7 @@ func TestChartModeHybridWebhookDown(t *testing.T) {
 	require.NoError(t, err)
 	mwcDoc, err := rendering.One("MutatingWebhookConfiguration")
 	require.NoError(t, err)
-	cvDoc, err := rendering.One("ValidatingWebhookConfiguration")
+	cvDoc, err := rendering.OneValidating()
 	require.NoError(t, err, "hybrid has no validating twin by default; this is configValidation's webhook")
 	require.Contains(t, string(cvDoc), "yunikorn-configmaps.validate")
 	var settingsDoc []byte

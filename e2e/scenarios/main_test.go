@@ -387,7 +387,7 @@ func (s *suite) setUp(ctx context.Context, repo string) error {
 	if s.mwcManifest, err = standalone.One("MutatingWebhookConfiguration"); err != nil {
 		return err
 	}
-	if s.vwcManifest, err = standalone.One("ValidatingWebhookConfiguration"); err != nil {
+	if s.vwcManifest, err = standalone.OneValidating(); err != nil {
 		return err
 	}
 	if s.kubewardenPolicies = kubewarden.All("ClusterAdmissionPolicy"); len(s.kubewardenPolicies) != 2 {

@@ -16,6 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/yunikorn-userinfo/userinfo/e2e/internal/cluster"
 )
@@ -93,7 +94,7 @@ func TestSettingsTypoDrain(t *testing.T) {
 		assert.NoError(t, adm.MutatingWebhookConfigurations().Delete(bg, mwc.Name, metav1.DeleteOptions{}))
 		assert.NoError(t, adm.ValidatingWebhookConfigurations().Delete(bg, vwc.Name, metav1.DeleteOptions{}))
 	})
-	_, err = client(admin).CoreV1().Namespaces().Patch(ctx, ns, "application/merge-patch.json",
+	_, err = client(admin).CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
 		[]byte(`{"metadata":{"labels":{"`+webhookLabel+`":"`+webhookSettingsTypo+`"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	require.NoError(t, waitEnforced(ctx, ns))
@@ -151,7 +152,13 @@ func TestSettingsTypoDrain(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	code, body := readyz()
+	// /readyz says just "not ready" while the module compiles, then why.
+	var code int
+	var body string
+	require.NoError(t, cluster.Poll(ctx, 60*time.Second, 200*time.Millisecond, func(context.Context) (bool, error) {
+		code, body = readyz()
+		return body != "not ready\n", nil
+	}), "the reason on /readyz (last: %d %q)", code, body)
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Equal(t, "not ready: "+reason+"\n", body)
 	n, err := metricValue(ctx, drained.MetricsURL, "yunikorn_userinfo_ready")

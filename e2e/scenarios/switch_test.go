@@ -75,7 +75,7 @@ func (s *switchRun) watch() {
 	rendering, err := cluster.ReadRendering(chartRendering(e2e.repo, "E2E_CHART_WATCH", "watch.yaml"))
 	require.NoError(t, err)
 	require.Empty(t, rendering.All("MutatingWebhookConfiguration"), "watchOnly renders no mutating configuration")
-	vwcManifest, err := rendering.One("ValidatingWebhookConfiguration")
+	vwcManifest, err := rendering.OneValidating()
 	require.NoError(t, err)
 	deployment, err := rendering.One("Deployment")
 	require.NoError(t, err)

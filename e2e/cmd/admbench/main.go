@@ -476,7 +476,7 @@ func (b *bench) registerWebhooks(ctx context.Context, r *cluster.Rendering, wh *
 // labelled mode, pointed at wh.
 func (b *bench) registerTwin(ctx context.Context, r *cluster.Rendering, wh *cluster.Webhook, mode string) error {
 	labels := map[string]string{modeLabel: mode}
-	doc, err := r.One("ValidatingWebhookConfiguration")
+	doc, err := r.OneValidating()
 	if err != nil {
 		return err
 	}

@@ -481,6 +481,26 @@ func (r *Rendering) All(kind string) [][]byte { return r.byKind[kind] }
 // Kinds returns the kinds of the documents, sorted.
 func (r *Rendering) Kinds() []string { return slices.Sorted(maps.Keys(r.byKind)) }
 
+// OneValidating returns the only ValidatingWebhookConfiguration of the
+// rendering besides the settings ConfigMap's (RELEASE-settings, which
+// every rendering with serve has).
+func (r *Rendering) OneValidating() ([]byte, error) {
+	var docs [][]byte
+	for _, doc := range r.byKind["ValidatingWebhookConfiguration"] {
+		var m metav1.PartialObjectMetadata
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("read %s: %w", r.path, err)
+		}
+		if !strings.HasSuffix(m.Name, "-settings") {
+			docs = append(docs, doc)
+		}
+	}
+	if len(docs) == 1 {
+		return docs[0], nil
+	}
+	return nil, fmt.Errorf("%s: want exactly one ValidatingWebhookConfiguration besides the settings one, have %d", r.path, len(docs))
+}
+
 // One returns the only document of a kind.
 func (r *Rendering) One(kind string) ([]byte, error) {
 	if docs := r.byKind[kind]; len(docs) == 1 {
