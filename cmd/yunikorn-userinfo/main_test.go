@@ -322,7 +322,8 @@ func TestRun_monitor(t *testing.T) {
 		assert.Nil(t, resp.Patch)
 		assert.Equal(t, map[string]string{"rule": "create: present, submitter not allowed", "claimed": `{"user":"bob"}`,
 			"monitor": "would be refused"}, resp.AuditAnnotations)
-		assert.Equal(t, []string{"monitor mode: would be refused: user alice with groups [devs] is not allowed to set user annotation (code 403)"}, resp.Warnings)
+		assert.Equal(t, []string{"monitor mode: would be refused: user alice with groups [devs] is not allowed to set user annotation; " +
+			`the value is not exactly your record; it would be {"user":"alice","groups":["devs"]} (code 403)`}, resp.Warnings)
 		var line map[string]any
 		require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(res.stderr)), &line), res.stderr)
 		assert.Equal(t, "monitor mode: would be refused", line["msg"])

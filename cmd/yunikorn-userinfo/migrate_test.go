@@ -139,7 +139,8 @@ func TestMigrate_behaviour(t *testing.T) {
 		assert.False(t, r.Allowed)
 		require.NotNil(t, r.Status)
 		assert.Equal(t, 403, r.Status.Code)
-		assert.Equal(t, "user livy-impostor with groups [dev] is not allowed to set user annotation", r.Status.Message)
+		assert.Equal(t, "user livy-impostor with groups [dev] is not allowed to set user annotation; "+
+			`the value is not exactly your record; it would be {"user":"livy-impostor","groups":["dev"]}`, r.Status.Message)
 	})
 	t.Run("submitter recorded", func(t *testing.T) {
 		r := evaluate(t, frontends, podRequest("alice", []string{"dev"}, nil))
