@@ -33,16 +33,18 @@ const (
 	pdbFile            = "deploy/webhook/poddisruptionbudget.yaml"
 	webhookFile        = "deploy/webhook/registration/mutatingwebhookconfiguration.yaml"
 	validatingFile     = "deploy/webhook/registration/validatingwebhookconfiguration.yaml"
-	policyTwinFile     = "deploy/kubewarden/clusteradmissionpolicy-validate.yaml"
-	servingCertFile    = "deploy/webhook/cert-manager/certificate-serving.yaml"
-	caCertFile         = "deploy/webhook/cert-manager/certificate-ca.yaml"
-	caIssuerFile       = "deploy/webhook/cert-manager/issuer-ca.yaml"
-	selfSignedFile     = "deploy/webhook/cert-manager/issuer-selfsigned.yaml"
-	policyFile         = "deploy/kubewarden/clusteradmissionpolicy.yaml"
-	settingsKey        = "settings.yaml"
-	webhookNamespace   = "yunikorn-userinfo"
-	kubewardenNS       = "kubewarden"
-	image              = "ghcr.io/yunikorn-userinfo/yunikorn-userinfo:0.1.0"
+	// The settings ConfigMap's check (serve's /settings), which fails open.
+	settingsWebhookFile = "deploy/webhook/registration/settingswebhookconfiguration.yaml"
+	policyTwinFile      = "deploy/kubewarden/clusteradmissionpolicy-validate.yaml"
+	servingCertFile     = "deploy/webhook/cert-manager/certificate-serving.yaml"
+	caCertFile          = "deploy/webhook/cert-manager/certificate-ca.yaml"
+	caIssuerFile        = "deploy/webhook/cert-manager/issuer-ca.yaml"
+	selfSignedFile      = "deploy/webhook/cert-manager/issuer-selfsigned.yaml"
+	policyFile          = "deploy/kubewarden/clusteradmissionpolicy.yaml"
+	settingsKey         = "settings.yaml"
+	webhookNamespace    = "yunikorn-userinfo"
+	kubewardenNS        = "kubewarden"
+	image               = "ghcr.io/yunikorn-userinfo/yunikorn-userinfo:0.1.0"
 )
 
 // serveFlags are the flags `yunikorn-userinfo serve` accepts, its own and
