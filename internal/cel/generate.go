@@ -292,11 +292,19 @@ func validatingSpec(s *Settings, t target) vapSpec {
 		bypass = paramTrue("bypassAuth", false)
 	}
 	old := t.annotation("oldObject")
+	labelKey := Quote(s.UserLabelKey)
+	if s.params {
+		labelKey = paramKey("userLabelKey", defaultUserLabelKey)
+	}
+	label := func(root string) string { return optional(root, t.path, "labels") + "[?" + labelKey + "].orValue('')" }
 	return vapSpec{
 		FailurePolicy:    "Fail",
 		MatchConstraints: matchResources{ResourceRules: t.rules},
-		MatchConditions:  []matchCondition{{Name: "annotation-judged", Expression: t.changed()}},
-		Variables:        t.variables(s),
+		MatchConditions: []matchCondition{{Name: "annotation-judged", Expression: t.changed() +
+			" || " + label("object") + " != " + label("oldObject")}},
+		Variables: append(t.variables(s),
+			variable{"label", label("object")},
+			variable{"oldLabel", label("oldObject")}),
 		Validations: []validation{
 			{
 				// CREATE without the annotation: recorded by the mutating
@@ -336,6 +344,19 @@ func validatingSpec(s *Settings, t target) vapSpec {
 				Message:           msgChangeNotAllowed,
 				MessageExpression: old + ".hasValue() && !variables.ann.hasValue() ? " + Quote(msgRemoved) + " : " + Quote(msgChangeNotAllowed),
 				Reason:            "Forbidden",
+			},
+			{
+				// UPDATE of an object that records no user.info: YuniKorn
+				// reads the legacy username label instead, so adding or
+				// changing it is judged as a supplied value would be.
+				Expression: "request.operation != 'UPDATE' || variables.ann.hasValue() || " + old + ".hasValue() || " +
+					"variables.label == '' || variables.label == variables.oldLabel || " + bypass +
+					" || variables.label == variables.user || variables.allowed",
+				Message: msgChangeNotAllowed,
+				MessageExpression: Quote(msgChangeNotAllowed+": the object records no "+AnnotationKey+
+					", so YuniKorn reads its user from the legacy username label, which would name ") +
+					" + variables.label + '; ' + variables.notAllowed",
+				Reason: "Forbidden",
 			},
 		},
 	}

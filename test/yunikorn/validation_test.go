@@ -97,8 +97,14 @@ func TestConfigValidationMatchesCore(t *testing.T) {
 		t.Log(d)
 	}
 	assert.Empty(t, disagreements, "%d disagreements with yunikorn-core", len(disagreements))
-	assert.Greater(t, refused, len(corpus)/5, "the corpus has configurations the scheduler refuses")
-	assert.Greater(t, accepted, len(corpus)/5, "the corpus has configurations the scheduler accepts")
+	// The short corpus keeps every fixed edge case (mostly refused) beside a
+	// tenth of the generated ones, so its share of accepted texts is lower.
+	share := 5
+	if testing.Short() {
+		share = 6
+	}
+	assert.Greater(t, refused, len(corpus)/share, "the corpus has configurations the scheduler refuses")
+	assert.Greater(t, accepted, len(corpus)/share, "the corpus has configurations the scheduler accepts")
 	assert.Greater(t, len(refusals), 40, "the corpus reaches many of core's refusals")
 }
 
