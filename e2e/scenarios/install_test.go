@@ -94,7 +94,7 @@ func TestInstallLines(t *testing.T) {
 		if strings.HasPrefix(line, "kubectl kustomize deploy/webhook/registration") {
 			// First the step without its CA: refused, nothing registered.
 			errs := in.apply(ctx, in.kustomize(t, "deploy/webhook/registration"))
-			require.Len(t, errs, 2, "kubectl apply -k deploy/webhook/registration, as is")
+			require.Len(t, errs, 3, "kubectl apply -k deploy/webhook/registration, as is: the two configurations and the settings check")
 			t.Logf("kubectl apply -k deploy/webhook/registration: %v", errors.Join(errs...))
 			for _, err := range errs {
 				assert.Contains(t, err.Error(), "base64", "the placeholder is refused")
@@ -570,14 +570,16 @@ func (in *installer) registered(t *testing.T) bool {
 	return true
 }
 
-// requireNoRegistration: neither shipped configuration exists.
+// requireNoRegistration: no shipped configuration exists.
 func (in *installer) requireNoRegistration(t *testing.T) {
 	t.Helper()
 	ctx := t.Context()
 	_, err := client(admin).AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "yunikorn-userinfo", metav1.GetOptions{})
 	require.True(t, apierrors.IsNotFound(err), "no mutating configuration: %v", err)
-	_, err = client(admin).AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "yunikorn-userinfo-validate", metav1.GetOptions{})
-	require.True(t, apierrors.IsNotFound(err), "no validating configuration: %v", err)
+	for _, name := range []string{"yunikorn-userinfo-validate", "yunikorn-userinfo-settings"} {
+		_, err = client(admin).AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "no validating configuration %s: %v", name, err)
+	}
 }
 
 // requireAdmitted creates a Pod as alice: it must be admitted, and once the
@@ -646,6 +648,8 @@ func (in *installer) deleteRegistration() {
 	adm := client(admin).AdmissionregistrationV1()
 	err := adm.MutatingWebhookConfigurations().Delete(ctx, "yunikorn-userinfo", metav1.DeleteOptions{})
 	assert.True(in.t, err == nil || apierrors.IsNotFound(err), "delete the mutating configuration: %v", err)
-	err = adm.ValidatingWebhookConfigurations().Delete(ctx, "yunikorn-userinfo-validate", metav1.DeleteOptions{})
-	assert.True(in.t, err == nil || apierrors.IsNotFound(err), "delete the validating configuration: %v", err)
+	for _, name := range []string{"yunikorn-userinfo-validate", "yunikorn-userinfo-settings"} {
+		err = adm.ValidatingWebhookConfigurations().Delete(ctx, name, metav1.DeleteOptions{})
+		assert.True(in.t, err == nil || apierrors.IsNotFound(err), "delete the validating configuration %s: %v", name, err)
+	}
 }

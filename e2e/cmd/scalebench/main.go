@@ -118,6 +118,7 @@ type options struct {
 	// of the reviews a Pod without an application ID there.
 	fatPods, fatLabels int
 	idless             bool
+	settings           string
 	// Bounds a step must hold (0: none): the peak RSS, and no review
 	// failing (a 500 or 503, a timeout).
 	maxRSSMiB float64
@@ -141,6 +142,8 @@ func run(ctx context.Context) error {
 	flag.IntVar(&o.fatLabels, "fat-labels", 16000, "labels of each -fat-pods Pod")
 	flag.Float64Var(&o.maxRSSMiB, "max-rss-mib", 0, "fail a step whose peak RSS exceeds this (0: no bound)")
 	flag.BoolVar(&o.noErrors, "no-errors", false, "fail a step in which a review failed (not 200, or timed out)")
+	flag.StringVar(&o.settings, "settings", `{"applicationOwnership":"enforce","trustPodTokens":true}`,
+		"serve's policy settings (JSON); the owner index is built from whatever of them feeds the ownership options")
 	flag.BoolVar(&o.idless, "idless", false, "make a third of the reviews Pods without an application ID in the first namespace (its generated application)")
 	var limits string
 	flag.StringVar(&limits, "gomemlimits", "", `GOMEMLIMIT values of serve, comma-separated, one replica measured with each per step `+
@@ -198,7 +201,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	settings := filepath.Join(c.Dir, "scale-settings.json")
-	if err := os.WriteFile(settings, []byte(`{"applicationOwnership":"enforce","trustPodTokens":true}`), 0o600); err != nil {
+	if err := os.WriteFile(settings, []byte(o.settings), 0o600); err != nil {
 		return err
 	}
 	f := &filler{cs: cs, o: o, log: log}
