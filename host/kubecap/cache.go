@@ -384,6 +384,27 @@ func labelsOf(raw []byte) labels.Set {
 
 // matchCached reports whether a cached object is in namespace ("": any)
 // and matches both selectors. Field selectors see the kept fields only.
+// matching is the kept JSON of the items, each made a cachedObject by
+// cached, that match namespace ("": all) and both selectors: the one loop
+// of the watch cache's lists and of a cached view's.
+func matching[T any](items []T, cached func(T) (*cachedObject, error), namespace string, l labels.Selector, f fields.Selector) ([][]byte, error) {
+	var out [][]byte
+	for _, item := range items {
+		o, err := cached(item)
+		if err != nil {
+			return nil, err
+		}
+		ok, err := matchCached(o, namespace, l, f)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, o.raw)
+		}
+	}
+	return out, nil
+}
+
 func matchCached(o *cachedObject, namespace string, l labels.Selector, f fields.Selector) (bool, error) {
 	if namespace != "" && o.namespace != namespace {
 		return false, nil

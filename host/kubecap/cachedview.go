@@ -62,19 +62,13 @@ func (v *cachedView) List(ctx context.Context, r Resource, namespace string, l l
 	if err != nil {
 		return nil, err
 	}
+	kept, err := matching(items, func(raw json.RawMessage) (*cachedObject, error) { return v.prune(r, raw) }, namespace, l, f)
+	if err != nil {
+		return nil, err
+	}
 	var out []json.RawMessage
-	for _, raw := range items {
-		o, err := v.prune(r, raw)
-		if err != nil {
-			return nil, err
-		}
-		ok, err := matchCached(o, namespace, l, f)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, o.raw)
-		}
+	for _, raw := range kept {
+		out = append(out, raw)
 	}
 	return out, nil
 }

@@ -117,21 +117,7 @@ func (c *watchCache) get(namespace, name string) ([]byte, bool, error) {
 // both selectors, read from the objects of a required value of an
 // indexed label, else of the namespace, else all.
 func (c *watchCache) list(namespace string, l labels.Selector, f fields.Selector) ([][]byte, error) {
-	var out [][]byte
-	for _, obj := range c.candidates(namespace, l) {
-		o, err := cachedOf(obj)
-		if err != nil {
-			return nil, err
-		}
-		ok, err := matchCached(o, namespace, l, f)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, o.raw)
-		}
-	}
-	return out, nil
+	return matching(c.candidates(namespace, l), cachedOf, namespace, l, f)
 }
 
 // candidates are the objects every match is among: those of the smallest
