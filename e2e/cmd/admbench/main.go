@@ -30,6 +30,11 @@
 //	          ReplicaSet controller, carrying alice's record from their
 //	          template (the twin's condition skips those too)
 //
+// -modes measures a subset, -containers makes each Pod larger, and
+// -compare name=binary adds mode mutating@name: mutating served by another
+// serve binary in the same rounds (how RATIONALE's engine and JSON figures
+// were taken).
+//
 // It reports p50, p99 and the mean per mode, what each adds over none,
 // the webhook's own time per call (its admission_duration_seconds), and
 // the connections the API server held to the webhook (connection reuse:
@@ -49,6 +54,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -140,6 +146,11 @@ type options struct {
 	pods, warmup int
 	serve, chart string
 	out          string
+	// measure: the modes measured (all of modes unless -modes); compare:
+	// other serve binaries, each measured as mode mutating@name.
+	measure    []string
+	compare    map[string]string
+	containers int
 	// profile: a CPU profile of serve over the measured creates.
 	profile string
 }
@@ -152,9 +163,35 @@ func run(ctx context.Context) error {
 	flag.StringVar(&o.chart, "chart", "../build/chart", "make chart-render's renderings")
 	flag.StringVar(&o.out, "out", "../build/bench/admission-modes.json", "results file")
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of serve over the measured creates here (serve --pprof)")
+	only := flag.String("modes", "", "comma-separated modes to measure (default all; none is always measured)")
+	o.compare = map[string]string{}
+	flag.Func("compare", "name=binary: also measure another serve binary as mode mutating@name, in the same rounds (repeatable)", func(v string) error {
+		name, path, ok := strings.Cut(v, "=")
+		if !ok || name == "" || path == "" {
+			return fmt.Errorf("want name=binary, got %q", v)
+		}
+		o.compare[name] = path
+		return nil
+	})
+	flag.IntVar(&o.containers, "containers", 1, "containers in each created Pod (more makes a larger review)")
 	flag.Parse()
-	if o.pods < 10 || o.warmup < 0 {
-		return fmt.Errorf("-pods %d, -warmup %d: want at least 10 measured Pods and no negative warm-up", o.pods, o.warmup)
+	if o.pods < 10 || o.warmup < 0 || o.containers < 1 {
+		return fmt.Errorf("-pods %d, -warmup %d, -containers %d: want at least 10 measured Pods, no negative warm-up and a container", o.pods, o.warmup, o.containers)
+	}
+	o.measure = modes
+	if *only != "" {
+		o.measure = []string{"none"}
+		for _, m := range strings.Split(*only, ",") {
+			if !slices.Contains(modes, m) {
+				return fmt.Errorf("-modes: unknown mode %q (known: %s)", m, strings.Join(modes, ", "))
+			}
+			if m != "none" {
+				o.measure = append(o.measure, m)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.compare)) {
+		o.measure = append(o.measure, "mutating@"+name)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	wd, err := os.Getwd()
@@ -286,8 +323,11 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	}()
 
 	ns := map[string]string{}
-	for _, m := range modes {
-		ns[m] = "bench-" + m
+	for _, m := range slices.Concat(modes, b.o.measure) {
+		if _, ok := ns[m]; ok {
+			continue
+		}
+		ns[m] = "bench-" + strings.ReplaceAll(m, "@", "-at-")
 		if _, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns[m], Labels: map[string]string{modeLabel: m}}}, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create namespace %s: %w", ns[m], err)
@@ -308,6 +348,17 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	}
 	if err := b.registerWebhooks(ctx, standalone, wh, "mutating", false); err != nil {
 		return nil, err
+	}
+	// Each other binary: the same serve, the standalone mutating webhook.
+	for name, binary := range b.o.compare {
+		other, err := b.c.StartWebhook(ctx, cluster.WebhookOptions{Name: "admbench-" + name, Binary: binary, SettingsFile: settingsFile, ExtraArgs: args})
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", binary, err)
+		}
+		b.closers = append(b.closers, other.Stop)
+		if err := b.registerWebhooks(ctx, standalone, other, "mutating@"+name, false); err != nil {
+			return nil, err
+		}
 	}
 	if err := b.registerWebhooks(ctx, hybrid, wh, "hybrid", false); err != nil {
 		return nil, err
@@ -364,7 +415,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	}
 	// record is what the ReplicaSet controller copies from a template
 	// that alice's Deployment carried.
-	probe, err := client.CoreV1().Pods(ns["pair"]).Create(ctx, benchPod("record"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	probe, err := client.CoreV1().Pods(ns["pair"]).Create(ctx, benchPod("record", 1), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		return nil, fmt.Errorf("read alice's record: %w", err)
 	}
@@ -375,7 +426,8 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		}
 		return client, nil
 	}
-	for _, m := range modes {
+	measure := b.o.measure
+	for _, m := range measure {
 		cs, ann := clientFor(m)
 		if err := b.waitEnforced(ctx, cs, m, ns[m], ann); err != nil {
 			return nil, err
@@ -391,7 +443,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	profiled := make(chan error, 1)
 	if b.o.profile != "" {
 		// About as long as the measured creates take at 3 ms each.
-		seconds := max(5, b.o.pods*len(modes)*3/1000)
+		seconds := max(5, b.o.pods*len(measure)*3/1000)
 		go func() {
 			profiled <- fetchProfile(ctx, strings.TrimSuffix(wh.MetricsURL, "/metrics")+"/debug/pprof/profile?seconds="+strconv.Itoa(seconds), b.o.profile)
 		}()
@@ -402,10 +454,10 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	for i := 0; i < total; i++ {
 		// A different mode first each round, so no mode always follows
 		// the same one.
-		for j := range modes {
-			m := modes[(i+j)%len(modes)]
+		for j := range measure {
+			m := measure[(i+j)%len(measure)]
 			cs, ann := clientFor(m)
-			pod := benchPod(fmt.Sprintf("p-%05d", i))
+			pod := benchPod(fmt.Sprintf("p-%05d", i), b.o.containers)
 			pod.Annotations = ann
 			began := time.Now()
 			got, err := cs.CoreV1().Pods(ns[m]).Create(ctx, pod, metav1.CreateOptions{})
@@ -430,7 +482,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	}
 	rep := &Report{KubeVersion: v.GitVersion, CPUs: numCPU(), Pods: b.o.pods, Warmup: b.o.warmup,
 		WebhookCalls: map[string]int{}, WebhookMeanMS: map[string]float64{}}
-	for _, m := range modes {
+	for _, m := range measure {
 		rep.Results = append(rep.Results, summarise(m, lat[m]))
 	}
 	for i := range rep.Results {
@@ -554,7 +606,7 @@ func (b *bench) installCEL(ctx context.Context, r *cluster.Rendering, mode, ns s
 func (b *bench) waitEnforced(ctx context.Context, cs *kubernetes.Clientset, mode, ns string, annotations map[string]string) error {
 	var last string
 	err := cluster.Poll(ctx, 60*time.Second, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
-		pod := benchPod("enforced")
+		pod := benchPod("enforced", 1)
 		pod.Annotations = annotations
 		p, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
@@ -636,14 +688,24 @@ func (b *bench) startNull(ctx context.Context) (*cluster.Webhook, error) {
 	return &cluster.Webhook{BaseURL: "https://" + addr, Addr: addr}, nil
 }
 
-func benchPod(name string) *corev1.Pod {
-	return &corev1.Pod{
+// benchPod is the Pod each mode creates: containers of the pause image,
+// each past the first with a few environment variables and a volume mount.
+func benchPod(name string, containers int) *corev1.Pod {
+	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "admbench"}},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyAlways,
 			Containers:    []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}},
 		},
 	}
+	for i := 1; i < containers; i++ {
+		c := corev1.Container{Name: fmt.Sprintf("side-%d", i), Image: "registry.k8s.io/pause:3.10"}
+		for j := range 4 {
+			c.Env = append(c.Env, corev1.EnvVar{Name: fmt.Sprintf("SETTING_%d", j), Value: fmt.Sprintf("value-%d-%d", i, j)})
+		}
+		p.Spec.Containers = append(p.Spec.Containers, c)
+	}
+	return p
 }
 
 func summarise(mode string, ds []time.Duration) Result {
