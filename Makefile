@@ -243,7 +243,7 @@ bench-kubewarden: policy ## Cost per evaluation as policy-server runs it (fresh 
 	cd test/kubewarden && POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -run '^$$' -bench . -count $(or $(COUNT),3) ./...
 
 .PHONY: bench
-bench: policy build loadgen chart-render ## Benchmarks (native vs wasm, fresh vs pooled, cost vs request size, ours vs YuniKorn), load test, cold start, and Pod-create latency per deployment mode through a real API server; tables and plots in docs/perf (QUICK=1: smoke run; see hack/bench.sh)
+bench: policy build loadgen chart-render ## Benchmarks (native vs wasm, fresh vs pooled, cost vs request size, ours vs YuniKorn), load test, cold start, and Pod-create latency per deployment mode through a real API server; tables in docs/perf (QUICK=1: smoke run; see hack/bench.sh)
 	POLICY_WASM=$(CURDIR)/$(WASM) bash hack/bench.sh
 
 .PHONY: hostile

@@ -34,8 +34,8 @@
 #                 the same Pods interleaved; p50/p99 and what each adds,
 #                 from make chart-render's renderings
 #                                                  -> $OUT/admission-modes.json
-#   6. report     perfkit plot and tables: PNGs and results.md in $DOCS, from
-#                 everything in $OUT (soak*.jsonl of `make soak` included)
+#   6. report     perfkit tables: results.md in $DOCS, from everything in
+#                 $OUT (soak*.jsonl of `make soak` included)
 # A step whose input does not exist yet is skipped with a note; a step that
 # fails is reported and the others still run; the exit status is 1 if any
 # failed. The Makefile builds build/yunikorn-userinfo and build/loadgen first
@@ -46,11 +46,11 @@
 #                  COUNT=1 BENCHTIME=100ms RATES="500 2000 0" DURATION=1s
 #                  WARMUP=500ms COLDSTART_RUNS=2, scaling sizes up to 100,
 #                  SCALE_PODS=500,2000 SCALE_NAMESPACES=20 SCALE_DURATION=2s,
-#                  and DOCS=$OUT/plots so that quick numbers never land in
+#                  and DOCS=$OUT/tables so that quick numbers never land in
 #                  docs/
 #   SKIP           steps to leave out, e.g. SKIP="admission load"
 #   OUT            results directory                    (build/bench)
-#   DOCS           plots and results.md                 (docs/perf)
+#   DOCS           results.md                           (docs/perf)
 #   COUNT          go test -count, repeats for medians  (5)
 #   BENCHTIME      go test -benchtime                   (go's default, 1s)
 #   BENCH          go test -bench regexp                (.)
@@ -92,7 +92,7 @@ SCALING_SIZES=${SCALING_SIZES:-"1|10|100|1000|10000"}
 SCALING_BENCHTIME=${SCALING_BENCHTIME:-1s}
 OUT=${OUT:-build/bench}
 if [[ "$QUICK" == 1 ]]; then
-  DOCS=${DOCS:-$OUT/plots}
+  DOCS=${DOCS:-$OUT/tables}
 else
   DOCS=${DOCS:-docs/perf}
 fi
@@ -156,7 +156,7 @@ rm -f "$OUT"/perf.txt "$OUT"/scaling.out "$OUT"/admission.txt "$OUT"/load-*.json
 echo "$(machine_line), $("$GO" env GOVERSION)"
 quick=
 [[ "$QUICK" == 1 ]] && quick=" (QUICK=1: brief runs, numbers not for publishing)"
-echo "results in $OUT, plots and tables in $DOCS$quick"
+echo "results in $OUT, tables in $DOCS$quick"
 
 # 1. Policy evaluation and instance strategies.
 banner "1/6 perf: go test -bench ./policy/ ./host/conformance/ (count $COUNT)"
@@ -277,9 +277,8 @@ else
     -out "$out_abs/admission-modes.json") || fail modes "e2e/cmd/admbench"
 fi
 
-# 6. Plots and tables from everything in $OUT.
-banner "6/6 report: perfkit plot and tables into $DOCS"
-"$PERFKIT" plot --in "$OUT" --out "$DOCS" || fail plot "perfkit plot"
+# 6. Tables from everything in $OUT.
+banner "6/6 report: perfkit tables into $DOCS"
 "$PERFKIT" tables --in "$OUT" --out "$DOCS/results.md" || fail tables "perfkit tables"
 [[ -f "$DOCS/results.md" ]] && { echo; cat "$DOCS/results.md"; }
 

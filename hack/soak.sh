@@ -8,7 +8,7 @@
 # under load; the warmup falls in the first half, which the verdict leaves
 # out.
 #
-# Results in $OUT, picked up by the next `make bench` (plots and tables):
+# Results in $OUT, picked up by the next `make bench` (tables):
 #   soak.jsonl   samples, one JSON object a line     soak.csv  the same, CSV
 #   soak.txt     the summary and verdict             soak-load.json  loadgen's report
 #

@@ -1,8 +1,8 @@
 // Command perfkit is the benchmark tooling of the project: it measures the
 // cold start of `yunikorn-userinfo serve`, samples a running server's
 // memory over a soak, and turns the results hack/bench.sh leaves in
-// build/bench into the plots and tables of docs/PERFORMANCE.md. It is a
-// development tool, run from the repository.
+// build/bench into the tables of docs/PERFORMANCE.md. It is a development
+// tool, run from the repository.
 package main
 
 import (
@@ -65,10 +65,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:   "perfkit",
-		Short: "Cold start and soak measurements, plots and tables of the benchmark results",
+		Short: "Cold start and soak measurements and tables of the benchmark results",
 		Long: `perfkit measures what go test -bench and loadgen do not (coldstart, soak) and
-turns every result hack/bench.sh leaves in a directory into PNG plots (plot)
-and Markdown tables (tables). Files it reads in that directory:
+turns every result hack/bench.sh leaves in a directory into Markdown tables
+(tables). Files it reads in that directory:
 
   *.txt             go test -bench outputs (files without results are ignored)
   load-*.json       loadgen --json reports, one per offered rate
@@ -83,8 +83,8 @@ and Markdown tables (tables). Files it reads in that directory:
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log progress on stderr")
-	root.AddCommand(a.coldstartCommand(), a.soakCommand(), a.plotCommand(), a.tablesCommand(),
-		a.showCommand(), a.machineCommand())
+	root.AddCommand(a.coldstartCommand(), a.soakCommand(), a.tablesCommand(), a.showCommand(),
+		a.machineCommand())
 
 	err := root.ExecuteContext(ctx)
 	switch {
@@ -205,40 +205,6 @@ half.`,
 	fs.BoolVar(&jsonOut, "json", false, "print the summary as JSON")
 	fs.BoolVar(&failOnGrowth, "fail-on-growth", false, "exit with status 3 when a trend is growing")
 	_ = cmd.MarkFlagRequired("pid")
-	return cmd
-}
-
-func (a *app) plotCommand() *cobra.Command {
-	var in, out string
-	cmd := &cobra.Command{
-		Use:   "plot [--in build/bench] [--out docs/perf]",
-		Short: "Draw the PNG plots of the results in a directory",
-		Long: `plot draws, from what it finds in --in: latency percentiles and achieved
-throughput against the offered load (loadgen reports), native vs wasm, fresh
-vs pooled instances and ours vs YuniKorn per fixture (benchmarks
-BenchmarkEvaluate/fixture=F/impl=native|wasm,
-BenchmarkInstances/fixture=F/strategy=fresh|pooled,
-BenchmarkAdmission/fixture=F/impl=ours|yunikorn; medians over -count runs),
-the soak and the cold start. A plot whose input is absent is skipped with a
-note.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			inputs, err := perfkit.ReadInputs(in)
-			if err != nil {
-				return err
-			}
-			rep, err := perfkit.WritePlots(inputs, out)
-			for _, p := range rep.Written {
-				fmt.Fprintf(a.stdout, "wrote %s\n", p)
-			}
-			for _, s := range rep.Skipped {
-				fmt.Fprintf(a.stdout, "skipped %s\n", s)
-			}
-			return err
-		},
-	}
-	cmd.Flags().StringVar(&in, "in", "build/bench", "results directory")
-	cmd.Flags().StringVar(&out, "out", "docs/perf", "plot directory")
 	return cmd
 }
 

@@ -35,12 +35,8 @@ func TestRun(t *testing.T) {
 		stdout []string
 		stderr string
 	}{
-		{name: "plot", args: []string{"plot", "--in", results, "--out", t.TempDir()}, code: exitOK,
-			stdout: []string{"wrote ", "latency-vs-load.png", "coldstart.png", "soak.png"}},
-		{name: "plot without inputs", args: []string{"plot", "--in", empty, "--out", t.TempDir()}, code: exitOK,
-			stdout: []string{"skipped latency-vs-load.png: no loadgen reports", "skipped soak.png: no soak samples"}},
-		{name: "plot of a missing directory", args: []string{"plot", "--in", filepath.Join(empty, "nope")}, code: exitError,
-			stderr: "read results directory"},
+		{name: "tables of a missing directory", args: []string{"tables", "--in", filepath.Join(empty, "nope"), "--out", "-"},
+			code: exitError, stderr: "read results directory"},
 		{name: "tables to stdout", args: []string{"tables", "--in", results, "--out", "-"}, code: exitOK,
 			stdout: []string{"### Machine", "### Webhook under load", "| saturation | 5,230 |"}},
 		{name: "show a load report", args: []string{"show", results + "/load-2000.json"}, code: exitOK,

@@ -10,10 +10,7 @@ import (
 // Comparison names a family of benchmarks that measure two variants of the
 // same thing per fixture: Func/fixture=<f>/<Key>=<A|B>.
 type Comparison struct {
-	// ID names the comparison in file names: "evaluate" gives
-	// evaluate.png.
-	ID string
-	// Title is the plot and table title.
+	// Title is the table title.
 	Title string
 	// Func is the benchmark function, "BenchmarkEvaluate".
 	Func string
@@ -37,22 +34,22 @@ var (
 	// CompareEvaluate is the policy compiled natively vs the .wasm in our
 	// host (internal/perf).
 	CompareEvaluate = Comparison{
-		ID: "evaluate", Title: "Policy evaluation: native Go vs Wasm in our host",
-		Func: "BenchmarkEvaluate", Key: "impl", Base: "native", Other: "wasm",
+		Title: "Policy evaluation: native Go vs Wasm in our host",
+		Func:  "BenchmarkEvaluate", Key: "impl", Base: "native", Other: "wasm",
 		BaseLabel: "native", OtherLabel: "wasm", Target: 2,
 	}
 	// CompareInstances is a fresh instance per evaluation (Kubewarden's
 	// policy-server) vs our instance set (internal/perf).
 	CompareInstances = Comparison{
-		ID: "instances", Title: "Instance strategy: fresh instance per evaluation vs pooled",
-		Func: "BenchmarkInstances", Key: "strategy", Base: "pooled", Other: "fresh",
+		Title: "Instance strategy: fresh instance per evaluation vs pooled",
+		Func:  "BenchmarkInstances", Key: "strategy", Base: "pooled", Other: "fresh",
 		BaseLabel: "pooled", OtherLabel: "fresh",
 	}
 	// CompareAdmission is our webhook vs YuniKorn's admission controller
 	// (the bench/ module).
 	CompareAdmission = Comparison{
-		ID: "admission", Title: "Admission in-process: ours vs YuniKorn's admission controller",
-		Func: "BenchmarkAdmission", Key: "impl", Base: "ours", Other: "yunikorn",
+		Title: "Admission in-process: ours vs YuniKorn's admission controller",
+		Func:  "BenchmarkAdmission", Key: "impl", Base: "ours", Other: "yunikorn",
 		BaseLabel: "ours", OtherLabel: "YuniKorn", AtLeast: 1.5, GeomeanAtLeast: 2,
 	}
 )
@@ -127,7 +124,7 @@ func (c Comparison) Pairs(s *BenchSet) []Pair {
 }
 
 // Objects and cases of the benchmark fixtures (testdata/bench), in the order
-// tables and plots list them.
+// tables list them.
 var (
 	fixtureObjects = []string{"pod-small", "pod-large", "deployment"}
 	fixtureCases   = []string{"create-inject", "create-present", "update-unchanged"}
@@ -184,7 +181,6 @@ func Families(s *BenchSet) []Comparison {
 				continue
 			}
 			c := Comparison{
-				ID:    strings.ToLower(strings.TrimPrefix(b.Func(), "Benchmark")),
 				Title: fmt.Sprintf("%s: %s vs %s", b.Func(), vp.baseLabel, vp.otherLabel),
 				Func:  b.Func(), Key: vp.key, Base: vp.base, Other: vp.other,
 				BaseLabel: vp.baseLabel, OtherLabel: vp.otherLabel,

@@ -2,12 +2,7 @@
 // the Go benchmarks and the load generator cannot (cold start of `serve`,
 // memory over a soak), reads every result the bench scripts leave in one
 // directory (go test -bench text, loadgen JSON reports, cold start and soak
-// files) and turns them into the PNG plots and Markdown tables of
-// docs/PERFORMANCE.md.
-//
-// The plots are drawn with the standard library's image packages and the
-// fixed 7x13 bitmap font of golang.org/x/image/font/basicfont, so that the
-// figures can be regenerated anywhere without a plotting stack.
+// files) and turns them into the Markdown tables of docs/PERFORMANCE.md.
 //
 // cmd/perfkit is its command line; hack/bench.sh and hack/soak.sh drive it.
 package perfkit

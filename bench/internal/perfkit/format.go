@@ -1,34 +1,9 @@
 package perfkit
 
 import (
-	"image/color"
 	"math"
 	"strconv"
 	"strings"
-)
-
-// PlotWidth and PlotHeight are the size in pixels of every PNG.
-const (
-	PlotWidth  = 1000
-	PlotHeight = 560
-)
-
-var (
-	white    = color.RGBA{255, 255, 255, 255}
-	black    = color.RGBA{0, 0, 0, 255}
-	darkGray = color.RGBA{80, 80, 80, 255}
-	midGray  = color.RGBA{150, 150, 150, 255}
-
-	// palette is Okabe and Ito's, told apart by people with any common
-	// colour vision deficiency; series also differ by marker shape.
-	palette = []color.RGBA{
-		{0, 114, 178, 255},   // blue
-		{230, 159, 0, 255},   // orange
-		{0, 158, 115, 255},   // bluish green
-		{213, 94, 0, 255},    // vermillion
-		{204, 121, 167, 255}, // reddish purple
-		{86, 180, 233, 255},  // sky blue
-	}
 )
 
 // thousands formats an integer-ish value with comma separators: 12,345.

@@ -1,13 +1,10 @@
 package perfkit
 
 import (
-	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 )
-
-func nan() float64 { return math.NaN() }
 
 func TestFormatting(t *testing.T) {
 	t.Parallel()

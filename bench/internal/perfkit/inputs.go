@@ -48,7 +48,7 @@ type Inputs struct {
 }
 
 // ReadInputs reads the results directory dir. A file that exists but
-// cannot be parsed is an error: a silently missing plot would hide it.
+// cannot be parsed is an error: a silently missing table would hide it.
 func ReadInputs(dir string) (*Inputs, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("read results directory: %w", err)

@@ -5,7 +5,7 @@
 // through the host's cache), and records the time to /readyz and to the
 // cache's first sync, the replica's memory, the API server's Pod watches,
 // and the latency of admission reviews sent at a fixed rate. The results
-// are a JSON list (-out) that perfkit plots.
+// are a JSON list (-out) that perfkit tables reads.
 //
 // The Pods are written straight to the API server (no webhook registered)
 // by many concurrent clients; the cluster is etcd, kube-apiserver and the
