@@ -166,19 +166,6 @@ func (m *Mapper) AccessControl() []Field {
 	return []Field{m.BypassAuth(), m.TrustControllers(), m.SystemUsers(), m.External(false), m.External(true)}
 }
 
-// Filtering maps the admissionController.filtering keys into the
-// scheduling setting's keys (docs/BEHAVIOUR.md §3.10), named
-// "scheduling.<key>".
-func (m *Mapper) Filtering() []Field {
-	return []Field{
-		m.List(KeyProcessNamespaces, "scheduling.processNamespaces", ""),
-		m.List(KeyBypassNamespaces, "scheduling.bypassNamespaces", DefaultBypassNamespaces),
-		m.List(KeyLabelNamespaces, "scheduling.labelNamespaces", ""),
-		m.List(KeyNoLabelNamespaces, "scheduling.noLabelNamespaces", ""),
-		m.Bool(KeyGenerateUniqueAppID, "scheduling.generateUniqueAppIds", false),
-	}
-}
-
 // Bool maps a YuniKorn boolean key.
 func (m *Mapper) Bool(key, setting string, def bool) Field {
 	f := Field{Key: key, Setting: setting, Bool: def}
