@@ -40,7 +40,6 @@ type Balancer struct {
 	backends []*backend
 	wg       sync.WaitGroup
 	cancel   context.CancelFunc
-	refused  atomic.Int64 // connections refused for want of a ready backend
 }
 
 // BalancerOptions configure StartBalancer.
@@ -187,10 +186,6 @@ func (b *Balancer) Replaced(i int) {
 	}
 }
 
-// Refused is the number of connections refused because no backend was
-// ready.
-func (b *Balancer) Refused() int64 { return b.refused.Load() }
-
 // WaitReady waits until backend i's readiness is want.
 func (b *Balancer) WaitReady(ctx context.Context, i int, want bool, timeout time.Duration) error {
 	err := Poll(ctx, timeout, 50*time.Millisecond, func(context.Context) (bool, error) {
@@ -286,7 +281,6 @@ func (b *Balancer) pick() *backend {
 func (b *Balancer) forward(ctx context.Context, client *net.TCPConn) {
 	be := b.pick()
 	if be == nil {
-		b.refused.Add(1)
 		_ = client.SetLinger(0)
 		_ = client.Close()
 		return

@@ -116,9 +116,6 @@ type Result struct {
 	Duration time.Duration
 }
 
-// Path returns the path of one of the binaries.
-func (r Result) Path(name string) string { return filepath.Join(r.Dir, name) }
-
 // stamp is the content of stampFile.
 type stamp struct {
 	Key               string             `json:"key"`

@@ -15,14 +15,6 @@ import (
 	"helm.sh/helm/v4/pkg/engine"
 )
 
-// Render renders the chart in dir for a release named release in
-// namespace, with values over the chart's defaults, as a first install
-// (`helm install`, `helm template`). It returns the rendered manifests in
-// template order, as one YAML stream, NOTES.txt left out.
-func Render(dir string, values map[string]any, release, namespace string) ([]byte, error) {
-	return RenderWith(dir, values, release, namespace, Options{})
-}
-
 // Options are the ways a rendering differs from `helm template`'s.
 type Options struct {
 	// Upgrade renders as `helm upgrade` does (revision 2, .Release.IsUpgrade):
@@ -37,7 +29,11 @@ type Options struct {
 	Notes bool
 }
 
-// RenderWith is Render with options.
+// RenderWith renders the chart in dir for a release named release in
+// namespace, with values over the chart's defaults, as a first install
+// (`helm install`, `helm template`) unless o says otherwise. It returns the
+// rendered manifests in template order, as one YAML stream, NOTES.txt left
+// out.
 func RenderWith(dir string, values map[string]any, release, namespace string, o Options) ([]byte, error) {
 	out, err := RenderFiles(dir, values, release, namespace, o)
 	if err != nil {
