@@ -42,7 +42,7 @@ $(WASM): $(POLICY_SRC)
 policy: tinygo $(WASM) ## Build the policy with TinyGo into build/policy.wasm
 
 $(ANNOTATED): $(WASM) metadata.yml
-	$(GO) run ./cmd/yunikorn-userinfo annotate $(WASM) -m metadata.yml -o $@
+	cd release && $(GO) run ./cmd/policymeta annotate $(CURDIR)/$(WASM) -m $(CURDIR)/metadata.yml -o $(CURDIR)/$@
 
 .PHONY: annotated
 annotated: policy $(ANNOTATED) ## Add the io.kubewarden.metadata section (build/annotated-policy.wasm)
@@ -129,6 +129,7 @@ lint: ## staticcheck (2026.2.2) of the root, bench and release modules, and go m
 test: policy vet lint ## What every change must pass (.ci/run adds check-embedded, make hostile and make e2e): unit, the fixture table on every executor (native, our host, wapc-go, wasmtime, CLI, webhook), manifests, monitoring, in-process CEL, yunikorn-core differential (short), a brief fuzz run
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/cmd/yunikorn-userinfo$$')
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -timeout 30m ./cmd/yunikorn-userinfo
+	cd release && $(GO) test -count=1 ./cmd/policymeta
 	$(MAKE) --no-print-directory test-bench-tools
 	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory test-monitoring
@@ -161,7 +162,7 @@ verify: check-embedded ## Fail when a generated file is stale (the checks make g
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile|TestSettingsdef_matchesPolicy)$$' ./cmd/yunikorn-userinfo ./policy
 	$(GO) test -count=1 ./internal/artifacthub ./policy/settingsdef
 	$(GO) test -count=1 -run '^(TestChartFile|TestParamsFile|TestTwinFile)$$' ./internal/cel
-	@tmp=$$(mktemp -d); cp -r artifacthub $$tmp/ && $(GO) run ./cmd/yunikorn-userinfo scaffold artifacthub -m metadata.yml -o $$tmp/artifacthub >/dev/null && \
+	@tmp=$$(mktemp -d); cp -r artifacthub $$tmp/ && (cd release && $(GO) run ./cmd/policymeta artifacthub -m $(CURDIR)/metadata.yml -o $$tmp/artifacthub) && \
 	  diff -r artifacthub $$tmp/artifacthub && rm -rf $$tmp || { echo "artifacthub/ is stale: run make artifacthub"; rm -rf $$tmp; exit 1; }
 
 .PHONY: test-race
@@ -195,7 +196,7 @@ fuzz: ## A short, bounded fuzz run of each target (FUZZTIME: an execution count 
 
 .PHONY: artifacthub
 artifacthub: ## Regenerate artifacthub/ from metadata.yml (createdAt is kept while the version is unchanged)
-	$(GO) run ./cmd/yunikorn-userinfo scaffold artifacthub -m metadata.yml -o artifacthub
+	cd release && $(GO) run ./cmd/policymeta artifacthub -m $(CURDIR)/metadata.yml -o $(CURDIR)/artifacthub
 
 .PHONY: test-bench-tools
 test-bench-tools: policy ## Tests of the bench module: load generator, perfkit, fixture generator, YuniKorn peer answers

@@ -263,16 +263,17 @@ func Generate(md *metadata.Metadata, opts Options) (*Files, error) {
 
 func packageHeader(name string) string {
 	return `# Artifact Hub package metadata of the ` + name + ` Kubewarden policy.
-# Generated from metadata.yml by ` + "`yunikorn-userinfo scaffold artifacthub`" + `
+# Generated from metadata.yml by ` + "`release/cmd/policymeta`" + `
 # (like ` + "`kwctl scaffold artifacthub`" + `): do not edit, change metadata.yml and
 # regenerate.
 `
 }
 
 const repositoryHeader = `# Artifact Hub repository metadata. Generated from metadata.yml by
-# ` + "`yunikorn-userinfo scaffold artifacthub`" + `: do not edit. repositoryID is the
-# ID Artifact Hub shows once the repository is registered (--repository-id);
-# owners are the io.kubewarden.policy.author entries with an e-mail address.
+# ` + "`release/cmd/policymeta`" + ` (like ` + "`kwctl scaffold artifacthub`" + `): do not
+# edit. repositoryID is the ID Artifact Hub shows once the repository is
+# registered (--repository-id); owners are the io.kubewarden.policy.author
+# entries with an e-mail address.
 `
 
 func document(header string, v yaml.MapSlice) ([]byte, error) {
