@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/yunikorn-userinfo/userinfo/host/kubecap"
+	"github.com/yunikorn-userinfo/userinfo/host/metadata"
 	"github.com/yunikorn-userinfo/userinfo/internal/fixtures"
 	"github.com/yunikorn-userinfo/userinfo/policy/appid"
 )
@@ -23,7 +24,7 @@ import (
 // v1/Pod as its context-aware resource.
 func contextGuest(t *testing.T) string {
 	t.Helper()
-	md := writeFile(t, "metadata.yml", `rules:
+	md, err := metadata.Parse([]byte(`rules:
   - apiGroups: [""]
     apiVersions: ["v1"]
     resources: ["pods"]
@@ -33,11 +34,10 @@ contextAwareResources:
   - apiVersion: v1
     kind: Pod
 executionMode: kubewarden-wapc
-`)
-	out := filepath.Join(t.TempDir(), "context-guest.wasm")
-	res := runCLI(t, "", "annotate", guestPath, "-m", md, "-o", out)
-	require.Equal(t, 0, res.code, res.stderr)
-	return out
+`))
+	require.NoError(t, err)
+	md.ProtocolVersion = metadata.ProtocolV1
+	return annotateGuest(t, md)
 }
 
 const replayDir = "../../host/kubecap/testdata/cluster"

@@ -2,8 +2,8 @@
 // the yunikorn-user-info policy embedded as its default module.
 //
 // Its verbs follow kwctl where kwctl has the same one: `run` evaluates an
-// admission request, `bench` times a policy, `annotate` and `inspect` handle
-// the io.kubewarden.metadata custom section.
+// admission request, `bench` times a policy, `inspect` reads the
+// io.kubewarden.metadata custom section (`kwctl annotate` writes it).
 package main
 
 import (

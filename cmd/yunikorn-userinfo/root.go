@@ -61,10 +61,11 @@ func newRootCommand(d deps) *cobra.Command {
 MODULE argument, commands use the embedded yunikorn-user-info policy, which
 records the submitting user in the yunikorn.apache.org/user.info annotation.
 
-The run, bench, annotate and inspect commands behave like the kwctl commands
-of the same name. MODULE is a local file (file:// optional). Pulling,
-verifying and pushing modules in a registry are jobs for kwctl (pull,
-verify, push), oras and cosign.`,
+The run, bench and inspect commands behave like the kwctl commands of the
+same name. MODULE is a local file (file:// optional). Annotating a module,
+generating its Artifact Hub metadata, and pulling, verifying and pushing
+modules in a registry are jobs for kwctl (annotate, scaffold artifacthub,
+pull, verify, push), oras and cosign.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -86,10 +87,8 @@ verify, push), oras and cosign.`,
 		newRunCommand(a),
 		newServeCommand(a),
 		newBenchCommand(a),
-		newAnnotateCommand(a),
 		newInspectCommand(a),
 		newVersionCommand(a),
-		newScaffoldCommand(a),
 		newMigrateCommand(a),
 		newAuditCommand(a),
 		newAdoptCommand(a),

@@ -115,8 +115,11 @@ func annotatedTestGuest(t *testing.T, kind string) string {
 		"mutating: false\nexecutionMode: kubewarden-wapc\n"+
 		"contextAwareResources:\n  - apiVersion: v1\n    kind: "+kind+"\n"), 0o600))
 	out := filepath.Join(dir, "guest.wasm")
-	cmd := exec.CommandContext(t.Context(), e2e.serveBinary, "annotate", filepath.Join(e2e.repo, "cmd", "yunikorn-userinfo", "testdata", "guest.wasm"),
-		"-m", md, "-o", out)
+	// The repository's own annotate (make annotated's): the CLI leaves it to kwctl.
+	cmd := exec.CommandContext(t.Context(), "go", "run", "./cmd/policymeta", "annotate",
+		filepath.Join(e2e.repo, "cmd", "yunikorn-userinfo", "testdata", "guest.wasm"), "-m", md, "-o", out)
+	cmd.Dir = filepath.Join(e2e.repo, "release")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)
 	return out

@@ -43,7 +43,7 @@ const (
 
 // Well-known annotations.
 const (
-	// AnnotationUsage holds the policy's README; `annotate -u` fills it.
+	// AnnotationUsage holds the policy's README; `kwctl annotate -u` fills it.
 	AnnotationUsage = "io.kubewarden.policy.usage"
 	// AnnotationSeverity is read by Kubewarden's audit scanner.
 	AnnotationSeverity = "io.kubewarden.policy.severity"
