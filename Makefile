@@ -129,7 +129,7 @@ lint: ## staticcheck (2026.2.2) of the root, bench and release modules, and go m
 test: policy vet lint ## What every change must pass (.ci/run adds check-embedded, make hostile and make e2e): unit, the fixture table on every executor (native, our host, wapc-go, wasmtime, CLI, webhook), manifests, monitoring, in-process CEL, yunikorn-core differential (short), a brief fuzz run
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v '/cmd/yunikorn-userinfo$$')
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -timeout 30m ./cmd/yunikorn-userinfo
-	cd release && $(GO) test -count=1 ./cmd/policymeta
+	cd release && $(GO) test -count=1 ./cmd/policymeta ./internal/artifacthub
 	$(MAKE) --no-print-directory test-bench-tools
 	$(MAKE) --no-print-directory test-manifests
 	$(MAKE) --no-print-directory test-monitoring
@@ -154,13 +154,14 @@ generate: embed ## Refresh every generated file: the embedded module, the CLI go
 	$(GO) test ./policy -run '^TestPresetsFile$$' -update
 	$(GO) test ./internal/cel -run '^(TestChartFile|TestParamsFile|TestTwinFile)$$' -update
 	$(GO) test ./policy/settingsdef -run '^TestGenerated$$' -update
-	$(GO) test ./internal/artifacthub -update
+	cd release && $(GO) test ./internal/artifacthub -update
 	$(MAKE) --no-print-directory artifacthub
 
 .PHONY: verify
 verify: check-embedded ## Fail when a generated file is stale (the checks make generate would change)
 	POLICY_WASM=$(CURDIR)/$(WASM) $(GO) test -count=1 -run '^(TestRun_fixtures|TestPresetsFile|TestSettingsdef_matchesPolicy)$$' ./cmd/yunikorn-userinfo ./policy
-	$(GO) test -count=1 ./internal/artifacthub ./policy/settingsdef
+	$(GO) test -count=1 ./policy/settingsdef
+	cd release && $(GO) test -count=1 ./internal/artifacthub
 	$(GO) test -count=1 -run '^(TestChartFile|TestParamsFile|TestTwinFile)$$' ./internal/cel
 	@tmp=$$(mktemp -d); cp -r artifacthub $$tmp/ && (cd release && $(GO) run ./cmd/policymeta artifacthub -m $(CURDIR)/metadata.yml -o $$tmp/artifacthub) && \
 	  diff -r artifacthub $$tmp/artifacthub && rm -rf $$tmp || { echo "artifacthub/ is stale: run make artifacthub"; rm -rf $$tmp; exit 1; }

@@ -18,7 +18,9 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/stretchr/testify v1.12.1
 	github.com/yunikorn-userinfo/userinfo v0.0.0-00010101000000-000000000000
+	go.yaml.in/yaml/v2 v2.4.4
 	golang.org/x/sys v0.48.0
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -36,10 +38,8 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.0 // indirect
 	github.com/xeipuuv/gojsonpointer v0.0.0-20190905194746-02993c407bfb // indirect
-	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace github.com/yunikorn-userinfo/userinfo => ../

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
-	"github.com/yunikorn-userinfo/userinfo/internal/artifacthub"
+	"github.com/yunikorn-userinfo/userinfo/release/internal/artifacthub"
 )
 
 // artifacthubFlags are the flags of `artifacthub`. --metadata-path,

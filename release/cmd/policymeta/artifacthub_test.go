@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/yunikorn-userinfo/userinfo/internal/artifacthub"
+	"github.com/yunikorn-userinfo/userinfo/release/internal/artifacthub"
 )
 
 const (

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/yunikorn-userinfo/userinfo/host/metadata"
-	"github.com/yunikorn-userinfo/userinfo/internal/artifacthub"
+	"github.com/yunikorn-userinfo/userinfo/release/internal/artifacthub"
 )
 
 var update = flag.Bool("update", false, "update golden files")
@@ -83,8 +83,8 @@ func golden(t *testing.T, name string, got []byte) {
 		require.NoError(t, os.WriteFile(path, got, 0o644))
 	}
 	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test ./internal/artifacthub -update to create it")
-	assert.Equal(t, string(want), string(got), "%s differs; review, then go test ./internal/artifacthub -update", path)
+	require.NoError(t, err, "run go test ./internal/artifacthub -update in release/ to create it")
+	assert.Equal(t, string(want), string(got), "%s differs; review, then go test ./internal/artifacthub -update in release/", path)
 }
 
 func TestGenerate_golden(t *testing.T) {
