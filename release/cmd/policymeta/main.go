@@ -34,6 +34,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Short:         "Annotate a policy module and generate its Artifact Hub metadata, like kwctl",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// A build tool: no shell completion script to offer.
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
