@@ -31,7 +31,7 @@
 //	          template (the twin's condition skips those too)
 //
 // -modes measures a subset, -containers makes each Pod larger, and
-// -compare name=binary adds mode mutating@name: mutating served by another
+// -compare name=binary adds mode mutating.name: mutating served by another
 // serve binary in the same rounds (how RATIONALE's engine and JSON figures
 // were taken).
 //
@@ -129,8 +129,10 @@ type Report struct {
 	WebhookMeanMS map[string]float64 `json:"webhook_mean_ms"`
 	// Connections: the TCP connections from the API server to serve
 	// established at the end of the run (each one TLS handshake).
-	Connections int      `json:"connections"`
-	Notes       []string `json:"notes,omitempty"`
+	Connections int `json:"connections"`
+	// PodBytes: the JSON of one created Pod, as the API server stores it.
+	PodBytes int      `json:"pod_bytes"`
+	Notes    []string `json:"notes,omitempty"`
 }
 
 func main() {
@@ -147,7 +149,7 @@ type options struct {
 	serve, chart string
 	out          string
 	// measure: the modes measured (all of modes unless -modes); compare:
-	// other serve binaries, each measured as mode mutating@name.
+	// other serve binaries, each measured as mode mutating.name.
 	measure    []string
 	compare    map[string]string
 	containers int
@@ -165,10 +167,10 @@ func run(ctx context.Context) error {
 	flag.StringVar(&o.profile, "cpuprofile", "", "write a CPU profile of serve over the measured creates here (serve --pprof)")
 	only := flag.String("modes", "", "comma-separated modes to measure (default all; none is always measured)")
 	o.compare = map[string]string{}
-	flag.Func("compare", "name=binary: also measure another serve binary as mode mutating@name, in the same rounds (repeatable)", func(v string) error {
+	flag.Func("compare", "name=binary: also measure another serve binary as mode mutating.name, in the same rounds (repeatable)", func(v string) error {
 		name, path, ok := strings.Cut(v, "=")
-		if !ok || name == "" || path == "" {
-			return fmt.Errorf("want name=binary, got %q", v)
+		if !ok || path == "" || !validName(name) {
+			return fmt.Errorf("want name=binary with a name of lower-case letters, digits and '-', got %q", v)
 		}
 		o.compare[name] = path
 		return nil
@@ -191,7 +193,7 @@ func run(ctx context.Context) error {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(o.compare)) {
-		o.measure = append(o.measure, "mutating@"+name)
+		o.measure = append(o.measure, "mutating."+name)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	wd, err := os.Getwd()
@@ -327,7 +329,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 		if _, ok := ns[m]; ok {
 			continue
 		}
-		ns[m] = "bench-" + strings.ReplaceAll(m, "@", "-at-")
+		ns[m] = "bench-" + strings.ReplaceAll(m, ".", "-")
 		if _, err := b.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns[m], Labels: map[string]string{modeLabel: m}}}, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create namespace %s: %w", ns[m], err)
@@ -356,7 +358,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 			return nil, fmt.Errorf("start %s: %w", binary, err)
 		}
 		b.closers = append(b.closers, other.Stop)
-		if err := b.registerWebhooks(ctx, standalone, other, "mutating@"+name, false); err != nil {
+		if err := b.registerWebhooks(ctx, standalone, other, "mutating."+name, false); err != nil {
 			return nil, err
 		}
 	}
@@ -415,11 +417,17 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	}
 	// record is what the ReplicaSet controller copies from a template
 	// that alice's Deployment carried.
-	probe, err := client.CoreV1().Pods(ns["pair"]).Create(ctx, benchPod("record", 1), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	probe, err := client.CoreV1().Pods(ns["pair"]).Create(ctx, benchPod("record", b.o.containers), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
 		return nil, fmt.Errorf("read alice's record: %w", err)
 	}
 	record := probe.Annotations[annotationKey]
+	// The size of a created Pod as the API server stores it (defaults
+	// and managedFields in): about what each review's object is.
+	podJSON, err := json.Marshal(probe)
+	if err != nil {
+		return nil, err
+	}
 	clientFor := func(m string) (*kubernetes.Clientset, map[string]string) {
 		if strings.HasPrefix(m, "ctl-") {
 			return ctlClient, map[string]string{annotationKey: record}
@@ -480,7 +488,7 @@ func (b *bench) run(ctx context.Context) (*Report, error) {
 	if err := <-profiled; err != nil {
 		return nil, err
 	}
-	rep := &Report{KubeVersion: v.GitVersion, CPUs: numCPU(), Pods: b.o.pods, Warmup: b.o.warmup,
+	rep := &Report{KubeVersion: v.GitVersion, CPUs: numCPU(), Pods: b.o.pods, Warmup: b.o.warmup, PodBytes: len(podJSON),
 		WebhookCalls: map[string]int{}, WebhookMeanMS: map[string]float64{}}
 	for _, m := range measure {
 		rep.Results = append(rep.Results, summarise(m, lat[m]))
@@ -688,6 +696,17 @@ func (b *bench) startNull(ctx context.Context) (*cluster.Webhook, error) {
 	return &cluster.Webhook{BaseURL: "https://" + addr, Addr: addr}, nil
 }
 
+// validName reports whether a -compare name can be part of a namespace's
+// name and a label's value.
+func validName(s string) bool {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return s != "" && len(s) <= 40 && s[0] != '-' && s[len(s)-1] != '-'
+}
+
 // benchPod is the Pod each mode creates: containers of the pause image,
 // each past the first with a few environment variables and a volume mount.
 func benchPod(name string, containers int) *corev1.Pod {
@@ -850,23 +869,43 @@ func deploymentFlag(manifest []byte, name string) (string, error) {
 }
 
 func printReport(w io.Writer, r *Report) {
-	fmt.Fprintf(w, "Pod create through kube-apiserver %s, %d CPUs, %d Pods per mode (after %d warm-up), interleaved\n",
-		r.KubeVersion, r.CPUs, r.Pods, r.Warmup)
-	fmt.Fprintf(w, "%-15s %8s %8s %8s %8s %10s %10s\n", "mode", "p50 ms", "p90 ms", "p99 ms", "mean ms", "+p50 ms", "+p99 ms")
+	fmt.Fprintf(w, "Pod create through kube-apiserver %s, %d CPUs, %d Pods of %d bytes per mode (after %d warm-up), interleaved\n",
+		r.KubeVersion, r.CPUs, r.Pods, r.PodBytes, r.Warmup)
+	fmt.Fprintf(w, "%-22s %8s %8s %8s %8s %10s %10s\n", "mode", "p50 ms", "p90 ms", "p99 ms", "mean ms", "+p50 ms", "+p99 ms")
 	for _, x := range r.Results {
-		fmt.Fprintf(w, "%-15s %8.3f %8.3f %8.3f %8.3f %10.3f %10.3f\n", x.Mode, x.P50MS, x.P90MS, x.P99MS, x.MeanMS, x.AddedP50MS, x.AddedP99MS)
+		fmt.Fprintf(w, "%-22s %8.3f %8.3f %8.3f %8.3f %10.3f %10.3f\n", x.Mode, x.P50MS, x.P90MS, x.P99MS, x.MeanMS, x.AddedP50MS, x.AddedP99MS)
 	}
 	fmt.Fprintf(w, "webhook's own time per call: %v ms over %v calls; API server connections to it at the end: %d\n",
 		r.WebhookMeanMS, r.WebhookCalls, r.Connections)
-	p50 := map[string]float64{}
+	p50, p99 := map[string]float64{}, map[string]float64{}
 	for _, x := range r.Results {
-		p50[x.Mode] = x.AddedP50MS
+		p50[x.Mode], p99[x.Mode] = x.AddedP50MS, x.AddedP99MS
 	}
-	fmt.Fprintf(w, "p50 added: pair %.2f ms (target 1.5), cel %.2f ms (%.0f%% of pair, target 50%%); "+
-		"the twin's skip saves %.2f ms (pair-always less pair); any stamping webhook costs %.2f ms here (null-stamp), "+
-		"serve adds %.2f ms to it (mutating less null-stamp)\n",
-		p50["pair"], p50["cel"], 100*p50["cel"]/max(p50["pair"], 0.001), p50["pair-always"]-p50["pair"],
-		p50["null-stamp"], p50["mutating"]-p50["null-stamp"])
-	fmt.Fprintf(w, "a controller's Pods (alice's record from the template): the pair adds %.2f ms over ctl-none, %.2f ms with the twin always called\n",
-		p50["ctl-pair"]-p50["ctl-none"], p50["ctl-pair-always"]-p50["ctl-none"])
+	// The summaries of the modes measured (-modes may leave some out).
+	has := func(ms ...string) bool {
+		for _, m := range ms {
+			if _, ok := p50[m]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	if has("pair", "cel", "pair-always") {
+		fmt.Fprintf(w, "p50 added: pair %.2f ms (target 1.5), cel %.2f ms (%.0f%% of pair, target 50%%); the twin's skip saves %.2f ms (pair-always less pair)\n",
+			p50["pair"], p50["cel"], 100*p50["cel"]/max(p50["pair"], 0.001), p50["pair-always"]-p50["pair"])
+	}
+	if has("null-stamp", "mutating") {
+		fmt.Fprintf(w, "any stamping webhook costs %.2f ms here (null-stamp), serve adds %.2f ms to it (mutating less null-stamp)\n",
+			p50["null-stamp"], p50["mutating"]-p50["null-stamp"])
+		for _, x := range r.Results {
+			if name, ok := strings.CutPrefix(x.Mode, "mutating."); ok {
+				fmt.Fprintf(w, "%s adds %.2f ms to null-stamp, %+.2f ms (p99 %+.2f ms) against mutating\n", name,
+					x.AddedP50MS-p50["null-stamp"], x.AddedP50MS-p50["mutating"], x.AddedP99MS-p99["mutating"])
+			}
+		}
+	}
+	if has("ctl-none", "ctl-pair", "ctl-pair-always") {
+		fmt.Fprintf(w, "a controller's Pods (alice's record from the template): the pair adds %.2f ms over ctl-none, %.2f ms with the twin always called\n",
+			p50["ctl-pair"]-p50["ctl-none"], p50["ctl-pair-always"]-p50["ctl-none"])
+	}
 }
