@@ -290,7 +290,7 @@ chart-render: ## Render the Helm chart (standalone, Kubewarden, cel and hybrid v
 	$(BUILD)/chartrender -chart $(CURDIR)/charts/yunikorn-userinfo -out $(BUILD)/chart/install.yaml
 
 .PHONY: e2e
-e2e: build chart-render ## End-to-end tests on one Kubernetes version: real etcd, kube-apiserver, kube-controller-manager v1.37.1, the YuniKorn scheduler and admission controller v1.9.0 and three operators on 127.0.0.1 (built once into ~/.cache/yunikorn-userinfo/e2e: about 25 minutes of 2 cores cold, far longer on a loaded machine; make e2e about 5 minutes warm)
+e2e: build chart-render ## End-to-end tests on one Kubernetes version: real etcd, kube-apiserver, kube-controller-manager v1.37.1, the YuniKorn scheduler and admission controller v1.9.0 and three operators on 127.0.0.1 (built once into ~/.cache/yunikorn-userinfo/e2e: about 15 minutes of 2 cores cold; make e2e about 5 minutes warm)
 	@start=$$(date +%s); \
 	cd e2e && CGO_ENABLED=0 $(GO) vet ./... && CGO_ENABLED=0 $(GO) test -count=1 ./internal/... && \
 	(cd yunikorn && $(E2E_ENV) $(GO) test -count=1 ./...) && \
