@@ -180,7 +180,7 @@ func run(ctx context.Context) error {
 	if o.pods < 10 || o.warmup < 0 || o.containers < 1 {
 		return fmt.Errorf("-pods %d, -warmup %d, -containers %d: want at least 10 measured Pods, no negative warm-up and a container", o.pods, o.warmup, o.containers)
 	}
-	o.measure = modes
+	o.measure = slices.Clone(modes)
 	if *only != "" {
 		o.measure = []string{"none"}
 		for _, m := range strings.Split(*only, ",") {
